@@ -1,0 +1,41 @@
+// Command luagen generates typed Go wrappers for annotated Redis Lua scripts.
+//
+// Usage:
+//
+//	luagen [-check] [-package NAME] DIR|FILE|DIR/... ...
+//	luagen vet DIR|FILE...
+//	luagen test [-redis ADDR] DIR|FILE...
+//
+// For every NAME.lua it writes NAME.lua.go beside it, in the Go package of
+// that directory. With -check it writes nothing and exits 1 naming every
+// generated file that is stale, missing or orphaned (its .lua is gone).
+// A directory argument ending in /... includes its subdirectories.
+//
+// Typical use, in a file of the package that holds the scripts:
+//
+//	//go:generate go tool luagen .
+//
+// Exit codes: 0 success, 1 errors in scripts or a failed check, 2 misuse.
+package main
+
+import (
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if cmd, ok := subcommands[args[0]]; ok {
+			return cmd(args[1:], stdout, stderr)
+		}
+	}
+	return cmdGenerate(args, stdout, stderr)
+}
+
+// subcommands maps a subcommand name to its entry point. The arguments
+// passed exclude the subcommand name.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{}

@@ -1,0 +1,409 @@
+package gen
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/token"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Type is the type of an annotated argument or reply element.
+type Type int
+
+// The annotation types.
+const (
+	Int    Type = iota + 1 // int: a decimal integer (Go int64)
+	Float                  // float: a decimal number (Go float64)
+	String                 // string: any bytes (Go string)
+	Bool                   // bool: 1/0 as an argument; 1, 0 or nil as a reply (Go bool)
+)
+
+var typeNames = map[string]Type{"int": Int, "float": Float, "string": String, "bool": Bool}
+
+// String returns the annotation spelling of t.
+func (t Type) String() string {
+	switch t {
+	case Int:
+		return "int"
+	case Float:
+		return "float"
+	case String:
+		return "string"
+	case Bool:
+		return "bool"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Field is one annotated KEYS entry, ARGV entry or reply element.
+type Field struct {
+	Name     string // the annotation name, lower snake case
+	GoName   string // the exported Go name derived from Name
+	Doc      string // text after the name (and type) on the annotation line
+	Type     Type   // String for keys
+	Optional bool   // ARGV only: declared with a trailing '?'
+	Line     int    // 1-based line of the annotation
+	Col      int    // 1-based column of the name
+}
+
+// Script is a parsed, annotated Lua script.
+type Script struct {
+	Path     string // as given to Parse; used in error messages
+	Name     string // @script NAME
+	GoName   string // exported Go name derived from Name
+	NameLine int    // position of NAME in the @script line
+	NameCol  int
+	Doc      string // the header's plain comment lines, one paragraph per blank line
+	ReadOnly bool   // @readonly
+	Keys     []Field
+	Args     []Field
+	Returns  []Field
+	Source   []byte     // the file, byte for byte
+	Chunk    []ast.Stmt // the Lua syntax tree from gopher-lua's parser
+}
+
+// Error is one problem in one source file.
+type Error struct {
+	Path string
+	Line int // 1-based
+	Col  int // 1-based
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.Path, e.Line, e.Col, e.Msg)
+}
+
+// ErrorList is every problem found in one run, in file and line order.
+type ErrorList []*Error
+
+func (l ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// errs collects the problems of one file.
+type errs struct {
+	path string
+	list ErrorList
+}
+
+func (e *errs) add(line, col int, format string, args ...any) {
+	e.list = append(e.list, &Error{Path: e.path, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Parse reads the annotations of one script and parses it as Lua. On failure
+// the error is an ErrorList holding every problem found.
+func Parse(path string, src []byte) (*Script, error) {
+	e := &errs{path: path}
+	s := &Script{Path: path, Source: src}
+
+	if !utf8.Valid(src) {
+		e.add(1, 1, "file is not valid UTF-8")
+		return nil, e.list
+	}
+	chunk, err := parse.Parse(bytes.NewReader(src), path)
+	if err != nil {
+		line, col, msg := 1, 1, err.Error()
+		var pe *parse.Error
+		if errors.As(err, &pe) {
+			line, col = pe.Pos.Line, pe.Pos.Column
+			if line <= 0 { // end of file
+				line, col = endPos(src)
+			}
+			if col <= 0 {
+				col = 1
+			}
+			msg = "Lua syntax error: " + strings.TrimSpace(pe.Message)
+			if pe.Token != "" {
+				msg += fmt.Sprintf(" near %q", pe.Token)
+			}
+		}
+		e.add(line, col, "%s", msg)
+	}
+	s.Chunk = chunk
+
+	parseHeader(s, src, e)
+
+	if len(e.list) > 0 {
+		return nil, e.list
+	}
+	return s, nil
+}
+
+// endPos is the line and column just past the last byte of src.
+func endPos(src []byte) (int, int) {
+	line := 1 + bytes.Count(src, []byte("\n"))
+	last := src[bytes.LastIndexByte(src, '\n')+1:]
+	return line, utf8.RuneCount(last) + 1
+}
+
+// parseHeader reads the leading run of "--" line comments.
+func parseHeader(s *Script, src []byte, e *errs) {
+	lines := strings.Split(string(src), "\n")
+	var doc []string
+	seenAnnotation := false
+	seenScript := false
+	names := map[string]map[string]string{"key": {}, "arg": {}, "return": {}} // per section: Go name -> annotation name
+	inHeader := true
+	optionalSeen := false
+
+	for i, raw := range lines {
+		lineNo := i + 1
+		text := strings.TrimSuffix(raw, "\r")
+		trimmed := strings.TrimLeft(text, " \t")
+		indent := len(text) - len(trimmed)
+		isLineComment := strings.HasPrefix(trimmed, "--") && !strings.HasPrefix(trimmed, "--[[") && !isLongBracket(trimmed[2:])
+		if inHeader && !isLineComment {
+			inHeader = false
+		}
+		if !isLineComment {
+			continue
+		}
+		body := trimmed[2:]
+		bodyCol := indent + 3 // 1-based column of body's first byte
+		if strings.HasPrefix(body, " ") {
+			body = body[1:]
+			bodyCol++
+		}
+		if !strings.HasPrefix(body, "@") {
+			if inHeader && !seenAnnotation {
+				doc = append(doc, strings.TrimRight(body, " \t"))
+			}
+			continue
+		}
+		if !inHeader {
+			if !knownDirective(body) {
+				continue
+			}
+			e.add(lineNo, bodyCol, "annotation outside the header; annotations belong in the comment block at the top of the file")
+			continue
+		}
+		seenAnnotation = true
+		words, cols := fields(body, bodyCol)
+		directive := words[0]
+		switch directive {
+		case "@script":
+			if seenScript {
+				e.add(lineNo, cols[0], "@script given twice")
+				continue
+			}
+			seenScript = true
+			if len(words) != 2 {
+				e.add(lineNo, cols[0], "@script takes exactly one name: @script NAME")
+				continue
+			}
+			goName, ok := checkName(e, lineNo, cols[1], words[1])
+			if ok {
+				s.Name, s.GoName = words[1], goName
+				s.NameLine, s.NameCol = lineNo, cols[1]
+			}
+		case "@readonly":
+			if len(words) != 1 {
+				e.add(lineNo, cols[1], "@readonly takes no arguments")
+				continue
+			}
+			if s.ReadOnly {
+				e.add(lineNo, cols[0], "@readonly given twice")
+			}
+			s.ReadOnly = true
+		case "@key":
+			if len(words) < 2 {
+				e.add(lineNo, cols[0], "@key needs a name: @key NAME [description]")
+				continue
+			}
+			f, ok := field(e, lineNo, words, cols, body, bodyCol, false)
+			if !ok {
+				continue
+			}
+			f.Type = String
+			if checkUnique(e, names["key"], f, "key") {
+				s.Keys = append(s.Keys, f)
+			}
+		case "@arg", "@return":
+			what := directive[1:]
+			if len(words) < 3 {
+				e.add(lineNo, cols[0], "%s needs a name and a type: %s NAME TYPE [description]", directive, directive)
+				continue
+			}
+			f, ok := field(e, lineNo, words, cols, body, bodyCol, true)
+			if !ok {
+				continue
+			}
+			if f.Optional && directive == "@return" {
+				e.add(lineNo, cols[2]+len(words[2])-1, "reply elements cannot be optional; drop the '?'")
+				continue
+			}
+			if directive == "@arg" {
+				if f.Optional {
+					optionalSeen = true
+				} else if optionalSeen {
+					e.add(lineNo, cols[1], "required argument %q after an optional one; optional arguments come last", f.Name)
+					continue
+				}
+			}
+			if !checkUnique(e, names[what], f, what) {
+				continue
+			}
+			if directive == "@arg" {
+				s.Args = append(s.Args, f)
+			} else {
+				s.Returns = append(s.Returns, f)
+			}
+		default:
+			e.add(lineNo, cols[0], "unknown annotation %q; want @script, @key, @arg, @return or @readonly", directive)
+		}
+	}
+	if !seenScript {
+		e.add(1, 1, "missing @script NAME annotation in the header comment")
+	}
+	s.Doc = joinDoc(doc)
+}
+
+// isLongBracket reports whether s starts a Lua long bracket such as [[ or [==[.
+func isLongBracket(s string) bool {
+	if !strings.HasPrefix(s, "[") {
+		return false
+	}
+	s = strings.TrimLeft(s[1:], "=")
+	return strings.HasPrefix(s, "[")
+}
+
+// fields splits s on spaces and tabs, returning each word's 1-based column.
+func fields(s string, col0 int) ([]string, []int) {
+	var words []string
+	var cols []int
+	i := 0
+	for i < len(s) {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		start := i
+		for i < len(s) && s[i] != ' ' && s[i] != '\t' {
+			i++
+		}
+		words = append(words, s[start:i])
+		cols = append(cols, col0+utf8.RuneCountInString(s[:start]))
+	}
+	return words, cols
+}
+
+// field parses "@dir NAME [TYPE] [doc...]".
+func field(e *errs, line int, words []string, cols []int, body string, bodyCol int, typed bool) (Field, bool) {
+	f := Field{Name: words[1], Line: line, Col: cols[1]}
+	goName, ok := checkName(e, line, cols[1], words[1])
+	if !ok {
+		return f, false
+	}
+	f.GoName = goName
+	docIdx := 2
+	if typed {
+		t := words[2]
+		if strings.HasSuffix(t, "?") {
+			f.Optional = true
+			t = strings.TrimSuffix(t, "?")
+		}
+		typ, known := typeNames[t]
+		if !known {
+			e.add(line, cols[2], "unknown type %q; want int, float, string or bool", words[2])
+			return f, false
+		}
+		f.Type = typ
+		docIdx = 3
+	}
+	if docIdx < len(words) {
+		// Columns count runes; convert back to a byte offset in body.
+		runeOff := cols[docIdx] - bodyCol
+		f.Doc = strings.TrimSpace(string([]rune(body)[runeOff:]))
+	}
+	return f, true
+}
+
+func checkUnique(e *errs, names map[string]string, f Field, what string) bool {
+	if prev, dup := names[f.GoName]; dup {
+		if prev == f.Name {
+			e.add(f.Line, f.Col, "%s %q declared twice", what, f.Name)
+		} else {
+			e.add(f.Line, f.Col, "%s %q collides with %s %q: both are %s in Go", what, f.Name, what, prev, f.GoName)
+		}
+		return false
+	}
+	names[f.GoName] = f.Name
+	return true
+}
+
+// checkName validates a lower snake case name and derives its Go name.
+func checkName(e *errs, line, col int, name string) (string, bool) {
+	goName, problem := GoName(name)
+	if problem != "" {
+		e.add(line, col, "%s", problem)
+		return "", false
+	}
+	return goName, true
+}
+
+// GoName derives the exported Go identifier of an annotation name
+// ("retry_after_ms" → "RetryAfterMs"). It returns a description of the
+// problem when name is not lower snake case or is a Go keyword.
+func GoName(name string) (string, string) {
+	if name == "" {
+		return "", "empty name"
+	}
+	if token.Lookup(name).IsKeyword() {
+		return "", fmt.Sprintf("name %q is a Go keyword; choose another", name)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_'
+		if !ok {
+			return "", fmt.Sprintf("invalid name %q: use lower snake case, [a-z][a-z0-9]* joined by single underscores", name)
+		}
+		if i == 0 && !(r >= 'a' && r <= 'z') {
+			return "", fmt.Sprintf("invalid name %q: must start with a lower-case letter", name)
+		}
+	}
+	parts := strings.Split(name, "_")
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			return "", fmt.Sprintf("invalid name %q: underscores must separate words (no leading, trailing or double underscores)", name)
+		}
+		b.WriteString(strings.ToUpper(p[:1]))
+		b.WriteString(p[1:])
+	}
+	return b.String(), ""
+}
+
+// joinDoc trims leading and trailing blank lines.
+func joinDoc(lines []string) string {
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// knownDirective reports whether body starts with one of the annotations.
+func knownDirective(body string) bool {
+	w, _ := fields(body, 1)
+	switch w[0] {
+	case "@script", "@readonly", "@key", "@arg", "@return":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+package luart
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// Decoder reads the elements of one script reply. Generated Decode methods
+// create one per reply, read each declared element by index and return
+// Err. The first problem is kept; later reads return zero values.
+type Decoder struct {
+	script string
+	elems  []rueidis.RedisMessage
+	err    error
+}
+
+// NewDecoder checks that r holds no error and, when n > 0, is an array of
+// exactly n elements. A script that declares no reply elements (n == 0)
+// accepts any reply.
+func NewDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
+	d := &Decoder{script: "?"}
+	if s != nil {
+		d.script = s.Name
+	}
+	if err := r.Error(); err != nil {
+		d.err = &Error{Script: d.script, Err: err}
+		return d
+	}
+	if n == 0 {
+		return d
+	}
+	msg, err := r.ToMessage()
+	if err != nil {
+		d.err = &Error{Script: d.script, Err: err}
+		return d
+	}
+	if !msg.IsArray() {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want an array of %d elements, got %s", ErrMalformedReply, n, describe(&msg))}
+		return d
+	}
+	elems, _ := msg.ToArray()
+	if len(elems) != n {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want %d elements, got %d", ErrMalformedReply, n, len(elems))}
+		return d
+	}
+	d.elems = elems
+	return d
+}
+
+// Err returns the first problem met, wrapped in *Error.
+func (d *Decoder) Err() error { return d.err }
+
+func (d *Decoder) fail(i int, name, want string, m *rueidis.RedisMessage) {
+	if d.err == nil {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: element %d (%s): want %s, got %s", ErrMalformedReply, i+1, name, want, describe(m))}
+	}
+}
+
+func (d *Decoder) elem(i int) *rueidis.RedisMessage {
+	if d.err != nil || i < 0 || i >= len(d.elems) {
+		return nil
+	}
+	return &d.elems[i]
+}
+
+// Int reads element i as an integer.
+func (d *Decoder) Int(i int, name string) int64 {
+	m := d.elem(i)
+	if m == nil {
+		return 0
+	}
+	if m.IsInt64() {
+		v, _ := m.ToInt64()
+		return v
+	}
+	d.fail(i, name, "an integer", m)
+	return 0
+}
+
+// Bool reads element i as a boolean: integer 1 or RESP3 true is true; 0,
+// nil (Lua false under RESP2) or RESP3 false is false.
+func (d *Decoder) Bool(i int, name string) bool {
+	m := d.elem(i)
+	if m == nil {
+		return false
+	}
+	switch {
+	case m.IsNil():
+		return false
+	case m.IsBool():
+		v, _ := m.ToBool()
+		return v
+	case m.IsInt64():
+		v, _ := m.ToInt64()
+		if v == 0 || v == 1 {
+			return v == 1
+		}
+	}
+	d.fail(i, name, "a boolean (1, 0, true, false or nil)", m)
+	return false
+}
+
+// String reads element i as a bulk or simple string.
+func (d *Decoder) String(i int, name string) string {
+	m := d.elem(i)
+	if m == nil {
+		return ""
+	}
+	if m.IsString() {
+		v, _ := m.ToString()
+		return v
+	}
+	d.fail(i, name, "a string", m)
+	return ""
+}
+
+// Float reads element i as a number: a string holding a decimal number, an
+// integer, or a RESP3 double.
+func (d *Decoder) Float(i int, name string) float64 {
+	m := d.elem(i)
+	if m == nil {
+		return 0
+	}
+	switch {
+	case m.IsFloat64():
+		v, _ := m.ToFloat64()
+		return v
+	case m.IsInt64():
+		v, _ := m.ToInt64()
+		return float64(v)
+	case m.IsString():
+		s, _ := m.ToString()
+		if v, err := strconv.ParseFloat(s, 64); err == nil {
+			return v
+		}
+	}
+	d.fail(i, name, "a number", m)
+	return 0
+}
+
+func describe(m *rueidis.RedisMessage) string {
+	switch {
+	case m == nil:
+		return "nothing"
+	case m.IsNil():
+		return "nil"
+	case m.IsInt64():
+		v, _ := m.ToInt64()
+		return fmt.Sprintf("integer %d", v)
+	case m.IsBool():
+		v, _ := m.ToBool()
+		return fmt.Sprintf("boolean %t", v)
+	case m.IsFloat64():
+		v, _ := m.ToFloat64()
+		return fmt.Sprintf("double %g", v)
+	case m.IsString():
+		s, _ := m.ToString()
+		if len(s) > 32 {
+			s = s[:32] + "..."
+		}
+		return fmt.Sprintf("string %q", s)
+	case m.IsArray():
+		a, _ := m.ToArray()
+		return fmt.Sprintf("array of %d", len(a))
+	}
+	return "reply of another type"
+}
+
+// Argument formatting used by generated code. Integers are written in
+// decimal, floats in the shortest decimal form that reads back exactly (no
+// exponent, so Lua's tonumber agrees on every engine), booleans as 1 or 0,
+// and an unset optional argument as the empty string (tonumber("") is nil).
+
+// FormatInt formats an int argument.
+func FormatInt(v int64) string { return strconv.FormatInt(v, 10) }
+
+// FormatFloat formats a float argument.
+func FormatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// FormatBool formats a bool argument as "1" or "0".
+func FormatBool(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+// FormatOptInt formats an optional int argument; nil is "".
+func FormatOptInt(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return FormatInt(*v)
+}
+
+// FormatOptFloat formats an optional float argument; nil is "".
+func FormatOptFloat(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return FormatFloat(*v)
+}
+
+// FormatOptBool formats an optional bool argument; nil is "".
+func FormatOptBool(v *bool) string {
+	if v == nil {
+		return ""
+	}
+	return FormatBool(*v)
+}
+
+// FormatOptString formats an optional string argument; nil is "".
+func FormatOptString(v *string) string {
+	if v == nil {
+		return ""
+	}
+	return *v
+}
