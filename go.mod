@@ -1,6 +1,6 @@
 module github.com/sluice-go/sluice
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/dave/jennifer v1.7.1
@@ -8,4 +8,8 @@ require (
 	github.com/yuin/gopher-lua v1.1.2
 )
 
-require golang.org/x/sys v0.47.0 // indirect
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
