@@ -1,0 +1,186 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice"
+)
+
+// exampleLimiter returns a Limiter on an embedded miniredis whose clock is
+// pinned, so the examples print the same thing on every run. Programs use
+// a real Redis: rueidis.NewClient(rueidis.ClientOption{InitAddress:
+// []string{"127.0.0.1:6379"}}) and sluice.New(client).
+func exampleLimiter() (*sluice.Limiter, func(time.Duration), func()) {
+	m, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	m.SetTime(time.Unix(1_700_000_000, 0))
+	m.ClockTTL(true)
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	lim, err := sluice.New(client, sluice.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	advance := func(d time.Duration) {
+		now = now.Add(d)
+		m.SetTime(now)
+	}
+	return lim, advance, func() { client.Close(); m.Close() }
+}
+
+func ExampleGCRA() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// 10 requests per second, at most 3 at once.
+	limit := sluice.Must(sluice.GCRA(10, time.Second, 3))
+	for i := 0; i < 4; i++ {
+		r, _ := limiter.Allow(ctx, "user-42", limit)
+		fmt.Printf("allowed=%v remaining=%d retry_after=%v\n", r.Allowed, r.Remaining, r.RetryAfter)
+	}
+	advance(100 * time.Millisecond) // one emission interval later
+	r, _ := limiter.Allow(ctx, "user-42", limit)
+	fmt.Printf("after 100ms: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// allowed=true remaining=2 retry_after=0s
+	// allowed=true remaining=1 retry_after=0s
+	// allowed=true remaining=0 retry_after=0s
+	// allowed=false remaining=0 retry_after=100ms
+	// after 100ms: allowed=true remaining=0
+}
+
+func ExampleTokenBucket() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// A bucket of 5 tokens refilled at 1 per second; a request may cost several.
+	limit := sluice.Must(sluice.TokenBucket(1, time.Second, 5))
+	r, _ := limiter.AllowN(ctx, "upload:alice", limit, 4)
+	fmt.Printf("cost 4: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	r, _ = limiter.AllowN(ctx, "upload:alice", limit, 3)
+	fmt.Printf("cost 3: allowed=%v retry_after=%v\n", r.Allowed, r.RetryAfter)
+	r, _ = limiter.AllowN(ctx, "upload:alice", limit, 6)
+	fmt.Printf("cost 6: allowed=%v never=%v\n", r.Allowed, r.RetryAfter == sluice.RetryNever)
+	advance(2 * time.Second)
+	r, _ = limiter.AllowN(ctx, "upload:alice", limit, 3)
+	fmt.Printf("2s later, cost 3: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// cost 4: allowed=true remaining=1
+	// cost 3: allowed=false retry_after=2s
+	// cost 6: allowed=false never=true
+	// 2s later, cost 3: allowed=true remaining=0
+}
+
+func ExampleFixedWindow() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// 2 requests per minute, in windows aligned to the clock's minutes.
+	limit := sluice.Must(sluice.FixedWindow(2, time.Minute))
+	for i := 0; i < 3; i++ {
+		r, _ := limiter.Allow(ctx, "10.0.0.7", limit)
+		fmt.Printf("allowed=%v remaining=%d retry_after=%v\n", r.Allowed, r.Remaining, r.RetryAfter)
+	}
+	advance(40 * time.Second) // the clock was 20s into a minute: the next window starts
+	r, _ := limiter.Allow(ctx, "10.0.0.7", limit)
+	fmt.Printf("next window: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// allowed=true remaining=1 retry_after=0s
+	// allowed=true remaining=0 retry_after=0s
+	// allowed=false remaining=0 retry_after=40s
+	// next window: allowed=true remaining=1
+}
+
+func ExampleSlidingLog() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// Exactly 2 requests in any 10 seconds.
+	limit := sluice.Must(sluice.SlidingLog(2, 10*time.Second))
+	limiter.Allow(ctx, "key-1", limit)
+	advance(4 * time.Second)
+	limiter.Allow(ctx, "key-1", limit)
+	r, _ := limiter.Allow(ctx, "key-1", limit)
+	fmt.Printf("allowed=%v retry_after=%v\n", r.Allowed, r.RetryAfter)
+	advance(6 * time.Second) // the first request leaves the window
+	r, _ = limiter.Allow(ctx, "key-1", limit)
+	fmt.Printf("allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// allowed=false retry_after=6s
+	// allowed=true remaining=0
+}
+
+func ExampleSlidingWindow() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// About 10 per minute: the previous minute's count, weighted by how
+	// much of it still overlaps the last 60 seconds, counts too.
+	limit := sluice.Must(sluice.SlidingWindow(10, time.Minute))
+	r, _ := limiter.AllowN(ctx, "tenant-9", limit, 10)
+	fmt.Printf("cost 10: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// The clock was 20s into a minute; 70s later it is 30s into the next
+	// one, so half of the full minute still overlaps the sliding window.
+	advance(70 * time.Second)
+	r, _ = limiter.Peek(ctx, "tenant-9", limit)
+	fmt.Printf("70s later: remaining=%d\n", r.Remaining)
+	// Output:
+	// cost 10: allowed=true remaining=0
+	// 70s later: remaining=5
+}
+
+func ExampleConcurrency() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// At most 2 reports rendering at once; a crashed holder's slot comes
+	// back after 30 seconds.
+	limit := sluice.Must(sluice.Concurrency(2, 30*time.Second))
+	a, r1, _ := limiter.Acquire(ctx, "reports", limit)
+	_, r2, _ := limiter.Acquire(ctx, "reports", limit)
+	_, r3, _ := limiter.Acquire(ctx, "reports", limit)
+	fmt.Println(r1.Allowed, r2.Allowed, r3.Allowed)
+	limiter.Release(ctx, a)
+	_, r4, _ := limiter.Acquire(ctx, "reports", limit)
+	fmt.Println("after release:", r4.Allowed)
+	// Output:
+	// true true false
+	// after release: true
+}
+
+func ExampleLimiter_AllowAll() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// 3 per second AND 5 per hour, charged together or not at all.
+	perSecond := sluice.Must(sluice.GCRA(3, time.Second, 3)).Named("per-second")
+	perHour := sluice.Must(sluice.GCRA(5, time.Hour, 5)).Named("per-hour")
+	for i := 0; i < 4; i++ {
+		r, _ := limiter.AllowAll(ctx, "user-7", 1, perSecond, perHour)
+		fmt.Printf("allowed=%v remaining=%d binding=%s\n", r.Allowed, r.Remaining, r.Limit.Name)
+	}
+	// Output:
+	// allowed=true remaining=2 binding=per-second
+	// allowed=true remaining=1 binding=per-second
+	// allowed=true remaining=0 binding=per-second
+	// allowed=false remaining=0 binding=per-second
+}

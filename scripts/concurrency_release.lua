@@ -1,0 +1,108 @@
+-- ConcurrencyRelease gives back the slot that holder id took with
+-- concurrency_acquire. Releasing a lease that has expired or was never
+-- taken is harmless.
+--
+-- @script concurrency_release
+-- @key holders        sorted set: one member per holder id, scored by its lease expiry in µs
+-- @arg id string      the holder given to concurrency_acquire; 1 to 256 bytes
+-- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @return released bool     whether id held a live lease
+-- @return holders int       live leases left
+-- @return reset_after int   µs until every lease left has expired
+
+-- Removing id also removes every expired member. TTL: until the last lease
+-- left expires, rounded up to whole ms; the key is deleted when none is left.
+
+local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
+local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+
+local function fmt(x)
+  return string.format('%d', x)
+end
+
+local function bad(msg)
+  return redis.error_reply('ERR sluice: concurrency_release: ' .. msg)
+end
+
+-- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+-- unset and optional; nil and a message when it is malformed.
+local function int_arg(i, name, lo, hi, optional)
+  local s = ARGV[i]
+  if s == nil or s == '' then
+    if optional then
+      return nil, nil
+    end
+    return nil, name .. ' is required'
+  end
+  if #s > 16 or not string.find(s, '^%d+$') then
+    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
+  end
+  local v = tonumber(s)
+  if v < lo or v > hi then
+    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
+  end
+  return v, nil
+end
+
+-- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+-- integers |a| < 2^53 and b > 0.
+local function divmod(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q, r = q - 1, r + b
+  elseif r >= b then
+    q, r = q + 1, r - b
+  end
+  return q, r
+end
+
+local function ceildiv(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
+-- its useful life is over.
+local function expire_in(key, us)
+  if us <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+  end
+end
+
+local id = ARGV[1]
+if id == nil or id == '' or #id > 256 then
+  return bad('id must be 1 to 256 bytes')
+end
+local now, err = int_arg(2, 'now', 0, MAX, true)
+if err then return bad(err) end
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local key = KEYS[1]
+local mine = tonumber(redis.call('ZSCORE', key, id) or '')
+local released = 0
+if mine ~= nil and mine > now then
+  released = 1
+end
+if mine ~= nil then
+  redis.call('ZREM', key, id)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+end
+local live = redis.call('ZCOUNT', key, '(' .. fmt(now), '+inf')
+local reset = 0
+if live > 0 then
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  reset = tonumber(last[2]) - now
+end
+if mine ~= nil or redis.call('PTTL', key) == -1 then
+  expire_in(key, reset)
+end
+return {released, live, reset}

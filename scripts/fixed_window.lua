@@ -1,0 +1,150 @@
+-- FixedWindow checks and charges a fixed-window limit: at most limit units of
+-- cost are admitted in every epoch-aligned window [k*period, (k+1)*period).
+-- A request is allowed iff count + cost <= limit, where count is the cost
+-- already admitted in the current window.
+--
+-- remaining is the largest cost admitted right after this decision;
+-- retry_after is 0 when allowed, -1 when cost > limit, else the time until
+-- the next window; reset_after is the time until the window's count is
+-- gone. A denied request and a cost of 0 change nothing. Times are in µs.
+--
+-- @script fixed_window
+-- @key state          hash {w = window index, n = cost admitted in window w}
+-- @arg limit int      units admitted per window, >= 1
+-- @arg period int     window length in µs, >= 1
+-- @arg cost int       units this request takes, >= 0 (0 only reports)
+-- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @return allowed bool
+-- @return remaining int     largest cost admitted right after this decision
+-- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
+-- @return reset_after int   µs until the window's count is gone
+
+-- State: the window index is stored next to the count, so a key that
+-- outlives its window (or a client clock that disagrees with the server's)
+-- never carries a count into the wrong window. A window index ahead of the
+-- caller's clock (another client's clock runs ahead) is kept: the request is
+-- counted in that later window, which never admits more than limit per
+-- window. TTL: the time until the end of the window, rounded up to whole ms.
+-- Memory: one hash with two fields per identity.
+
+local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
+local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+
+local function fmt(x)
+  return string.format('%d', x)
+end
+
+local function bad(msg)
+  return redis.error_reply('ERR sluice: fixed_window: ' .. msg)
+end
+
+-- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+-- unset and optional; nil and a message when it is malformed.
+local function int_arg(i, name, lo, hi, optional)
+  local s = ARGV[i]
+  if s == nil or s == '' then
+    if optional then
+      return nil, nil
+    end
+    return nil, name .. ' is required'
+  end
+  if #s > 16 or not string.find(s, '^%d+$') then
+    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
+  end
+  local v = tonumber(s)
+  if v < lo or v > hi then
+    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
+  end
+  return v, nil
+end
+
+-- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+-- integers |a| < 2^53 and b > 0.
+local function divmod(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q, r = q - 1, r + b
+  elseif r >= b then
+    q, r = q + 1, r - b
+  end
+  return q, r
+end
+
+local function ceildiv(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
+-- its useful life is over.
+local function expire_in(key, us)
+  if us <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+  end
+end
+
+local limit, err = int_arg(1, 'limit', 1, MAX)
+if err then return bad(err) end
+local period
+period, err = int_arg(2, 'period', 1, MAX_PERIOD)
+if err then return bad(err) end
+local cost
+cost, err = int_arg(3, 'cost', 0, MAX)
+if err then return bad(err) end
+local now
+now, err = int_arg(4, 'now', 0, MAX, true)
+if err then return bad(err) end
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local key = KEYS[1]
+local st = redis.call('HMGET', key, 'w', 'n')
+local sw, sn = tonumber(st[1] or ''), tonumber(st[2] or '')
+
+local win = divmod(now, period)
+local used = 0
+if sw and sn then
+  if sw > win then
+    win = sw
+  end
+  if sw == win then
+    used = sn
+  end
+end
+local wend = (win + 1) * period - now -- µs until the window ends
+
+local allowed, retry, wrote = 0, 0, false
+if cost > limit then
+  retry = -1
+elseif used + cost <= limit then
+  allowed = 1
+  if cost > 0 then
+    used = used + cost
+    redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
+    expire_in(key, wend)
+    wrote = true
+  end
+else
+  retry = wend
+end
+
+local remaining = limit - used
+if remaining < 0 then
+  remaining = 0
+end
+local reset = 0
+if used > 0 then
+  reset = wend
+end
+if not wrote and st[1] and redis.call('PTTL', key) == -1 then
+  expire_in(key, reset) -- repair a key found without TTL
+end
+return {allowed, remaining, retry, reset}
