@@ -19,7 +19,7 @@ const (
 )
 
 // ConcurrencyAcquireSHA1 is the SHA1 of concurrency_acquire.lua, as SCRIPT LOAD returns it.
-const ConcurrencyAcquireSHA1 = "51bb11b068b289217cd206483cd6808536e27f4d"
+const ConcurrencyAcquireSHA1 = "b6c2851c923833fa3e592499795e79e1d0fee502"
 
 // concurrencyAcquireSource is concurrency_acquire.lua, byte for byte.
 const concurrencyAcquireSource = `-- ConcurrencyAcquire takes one of limit in-flight slots for the holder id,
@@ -163,8 +163,7 @@ if wrote then
 elseif redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // ConcurrencyAcquire takes one of limit in-flight slots for the holder id,
 // for lease µs. A holder that crashes without releasing has its slot back

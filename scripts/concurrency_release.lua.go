@@ -19,7 +19,7 @@ const (
 )
 
 // ConcurrencyReleaseSHA1 is the SHA1 of concurrency_release.lua, as SCRIPT LOAD returns it.
-const ConcurrencyReleaseSHA1 = "ddd8b4ce252375aecff94fbf4f04145b60f42752"
+const ConcurrencyReleaseSHA1 = "71771ea2c9d520e1fd799c2535d05c3f18d55d01"
 
 // concurrencyReleaseSource is concurrency_release.lua, byte for byte.
 const concurrencyReleaseSource = `-- ConcurrencyRelease gives back the slot that holder id took with
@@ -129,8 +129,7 @@ end
 if mine ~= nil or redis.call('PTTL', key) == -1 then
   expire_in(key, reset)
 end
-return {released, live, reset}
-`
+return {released, live, reset}`
 
 // ConcurrencyRelease gives back the slot that holder id took with
 // concurrency_acquire. Releasing a lease that has expired or was never

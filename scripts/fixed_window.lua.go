@@ -19,7 +19,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "cabe0d05ddc2883320232fab74882afebc71c555"
+const FixedWindowSHA1 = "512d54fd3fd1302ec2c2ae6edcda5c229190984e"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -171,8 +171,7 @@ end
 if not wrote and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // FixedWindow checks and charges a fixed-window limit: at most limit units of
 // cost are admitted in every epoch-aligned window [k*period, (k+1)*period).

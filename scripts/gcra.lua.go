@@ -19,7 +19,7 @@ const (
 )
 
 // GcraSHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GcraSHA1 = "47013997a239d2c80434a342148cc089f864d038"
+const GcraSHA1 = "8b194aaa51a36070f8af42dd560e435a7b916f8c"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -195,8 +195,7 @@ if wrote then
 elseif st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
 // emission interval T = period/limit and tolerance (burst-1)*T: a request of

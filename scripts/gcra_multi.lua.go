@@ -19,7 +19,7 @@ const (
 )
 
 // GcraMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GcraMultiSHA1 = "3c25eabc962741e2945f0aec5848a706e90cbf91"
+const GcraMultiSHA1 = "52770e8f530e6866e89d3aad2b5e76893120c238"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
@@ -288,8 +288,7 @@ if wrote then
 elseif #flat > 0 and redis.call('PTTL', key) == -1 then
   expire_in(key, keylife) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset, limiting}
-`
+return {allowed, remaining, retry, reset, limiting}`
 
 // GcraMulti checks several GCRA limits on one identity (say 10 per second
 // AND 1000 per hour) and charges all of them or none: a request is allowed

@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingLogSHA1 is the SHA1 of sliding_log.lua, as SCRIPT LOAD returns it.
-const SlidingLogSHA1 = "c86f9cf2c7c2baf63fa13e656a90d33a9065105f"
+const SlidingLogSHA1 = "8ebea217f0bfed2c9959f9c7965ad2e4369d22c4"
 
 // slidingLogSource is sliding_log.lua, byte for byte.
 const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: a request is allowed
@@ -182,8 +182,7 @@ local remaining = limit - used
 if remaining < 0 then
   remaining = 0
 end
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // SlidingLog checks and charges a sliding-log limit: a request is allowed
 // iff the cost admitted in (now - period, now] plus its own cost is at most

@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingWindowSHA1 is the SHA1 of sliding_window.lua, as SCRIPT LOAD returns it.
-const SlidingWindowSHA1 = "abbe49ebfea4e495aa47cf01623f28d8a342dfc6"
+const SlidingWindowSHA1 = "89d7973f4975834bdcbb56af4f277533dcd8c432"
 
 // slidingWindowSource is sliding_window.lua, byte for byte.
 const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-window-counter limit: the
@@ -208,8 +208,7 @@ if wrote then
 elseif st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // SlidingWindow checks and charges a sliding-window-counter limit: the
 // count of the previous epoch-aligned window is weighted by how much of it

@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "f85e75a4112f5fdab93ee97a8d41d11a69cde0a8"
+const SlidingWindowMultiSHA1 = "fd1179313b971db0ac623e6a693ae684713d4de6"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -311,8 +311,7 @@ if wrote then
 elseif #flat > 0 and redis.call('PTTL', key) == -1 then
   expire_in(key, keylife) -- repair a key found without TTL
 end
-return {allowed, remaining, retry, reset, limiting}
-`
+return {allowed, remaining, retry, reset, limiting}`
 
 // SlidingWindowMulti checks several sliding-window-counter limits on one
 // identity (say 10 per second AND 1000 per hour) and charges all of them or

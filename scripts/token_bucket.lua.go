@@ -19,7 +19,7 @@ const (
 )
 
 // TokenBucketSHA1 is the SHA1 of token_bucket.lua, as SCRIPT LOAD returns it.
-const TokenBucketSHA1 = "f0252a33e722ffbe1668ddd66da372b9232d1e32"
+const TokenBucketSHA1 = "851c12c68bfeafa7c7afeb1cdb47f9636003302a"
 
 // tokenBucketSource is token_bucket.lua, byte for byte.
 const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limit: a bucket of burst
@@ -188,8 +188,7 @@ elseif st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = divmod(level, period)
-return {allowed, remaining, retry, reset}
-`
+return {allowed, remaining, retry, reset}`
 
 // TokenBucket checks and charges a token-bucket limit: a bucket of burst
 // tokens, full at first, refilled continuously at limit tokens per period.
