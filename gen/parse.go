@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"go/token"
+	"reflect"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
+	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
 )
@@ -93,6 +96,15 @@ func (l ErrorList) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the problems, so errors.As can reach a *Error.
+func (l ErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
+
 // errs collects the problems of one file.
 type errs struct {
 	path string
@@ -115,31 +127,119 @@ func Parse(path string, src []byte) (*Script, error) {
 	}
 	chunk, err := parse.Parse(bytes.NewReader(src), path)
 	if err != nil {
-		line, col, msg := 1, 1, err.Error()
+		pos := luaPositions(src)
+		line, col, msg := 1, 1, oneLine(err.Error())
 		var pe *parse.Error
 		if errors.As(err, &pe) {
-			line, col = pe.Pos.Line, pe.Pos.Column
-			if line <= 0 { // end of file
+			if pe.Pos.Line <= 0 { // end of file
 				line, col = endPos(src)
+			} else {
+				line, col = pos.at(pe.Pos.Line, pe.Pos.Column)
 			}
-			if col <= 0 {
-				col = 1
-			}
-			msg = "Lua syntax error: " + strings.TrimSpace(pe.Message)
+			msg = oneLine(pe.Message)
 			if pe.Token != "" {
 				msg += fmt.Sprintf(" near %q", pe.Token)
 			}
 		}
-		e.add(line, col, "%s", msg)
+		e.add(line, col, "Lua syntax error: %s", msg)
+	} else {
+		checkLua51(e, chunk, src)
 	}
 	s.Chunk = chunk
 
 	parseHeader(s, src, e)
 
 	if len(e.list) > 0 {
+		sortErrors(e.list)
 		return nil, e.list
 	}
 	return s, nil
+}
+
+// sortErrors puts l in file, line and column order, keeping the order of
+// problems found at the same place.
+func sortErrors(l ErrorList) {
+	sort.SliceStable(l, func(i, j int) bool {
+		a, b := l[i], l[j]
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+// checkLua51 reports what gopher-lua's parser accepts but the Lua 5.1 of
+// Redis rejects when it loads the script: goto statements and labels (Lua
+// 5.2), and the errors Lua 5.1 finds while parsing but gopher-lua only while
+// compiling (break outside a loop, ... outside a vararg function, too many
+// locals).
+func checkLua51(e *errs, chunk []ast.Stmt, src []byte) {
+	pos := luaPositions(src)
+	clamp := func(line int) int { l, _ := pos.at(line, 1); return l }
+	found := false
+	walkAST(reflect.ValueOf(chunk), func(n any) {
+		switch n := n.(type) {
+		case *ast.GotoStmt:
+			found = true
+			e.add(clamp(n.Line()), 1, "Lua syntax error: goto is not available in the Lua 5.1 of Redis")
+		case *ast.LabelStmt:
+			found = true
+			e.add(clamp(n.Line()), 1, "Lua syntax error: labels (::%s::) are not available in the Lua 5.1 of Redis", n.Name)
+		}
+	})
+	if found {
+		return
+	}
+	if err := compileLua(chunk); err != nil {
+		line := 1
+		msg := err.Error()
+		var ce *lua.CompileError
+		if errors.As(err, &ce) {
+			line, msg = ce.Line, ce.Message
+		}
+		e.add(clamp(line), 1, "Lua syntax error: %s", oneLine(msg))
+	}
+}
+
+// compileLua compiles chunk with gopher-lua, turning any panic into an error.
+func compileLua(chunk []ast.Stmt) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	_, err = lua.Compile(chunk, "script")
+	return err
+}
+
+// walkAST calls visit for every pointer reachable from v: the nodes of a
+// gopher-lua syntax tree.
+func walkAST(v reflect.Value, visit func(any)) {
+	switch v.Kind() {
+	case reflect.Interface:
+		if !v.IsNil() {
+			walkAST(v.Elem(), visit)
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		if v.CanInterface() {
+			visit(v.Interface())
+		}
+		walkAST(v.Elem(), visit)
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			walkAST(v.Index(i), visit)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			walkAST(v.Field(i), visit)
+		}
+	}
 }
 
 // endPos is the line and column just past the last byte of src.
@@ -147,6 +247,47 @@ func endPos(src []byte) (int, int) {
 	line := 1 + bytes.Count(src, []byte("\n"))
 	last := src[bytes.LastIndexByte(src, '\n')+1:]
 	return line, utf8.RuneCount(last) + 1
+}
+
+// oneLine trims s and replaces its line breaks with spaces, so that every
+// error stays on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// luaLines maps gopher-lua positions to ours. gopher-lua, like Lua, ends a
+// line at "\n", "\r", "\r\n" or "\n\r" and counts columns in bytes; error
+// positions here count lines ended by "\n" and columns in characters, as
+// the annotation errors do.
+type luaLines struct {
+	src    []byte
+	starts []int // byte offset of the start of each gopher-lua line
+}
+
+func luaPositions(src []byte) luaLines {
+	starts := []int{0}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		if i+1 < len(src) && (c == '\n' && src[i+1] == '\r' || c == '\r' && src[i+1] == '\n') {
+			i++
+		}
+		starts = append(starts, i+1)
+	}
+	return luaLines{src: src, starts: starts}
+}
+
+// at converts gopher-lua's 1-based line and byte column to our line and
+// column, clamped to the file.
+func (l luaLines) at(line, col int) (int, int) {
+	line = max(1, min(line, len(l.starts)))
+	off := l.starts[line-1] + max(col, 1) - 1
+	off = min(off, len(l.src))
+	before := l.src[:off]
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	return 1 + bytes.Count(before, []byte("\n")), utf8.RuneCount(before[lineStart:]) + 1
 }
 
 // parseHeader reads the leading run of "--" line comments.
@@ -173,13 +314,12 @@ func parseHeader(s *Script, src []byte, e *errs) {
 		}
 		body := trimmed[2:]
 		bodyCol := indent + 3 // 1-based column of body's first byte
-		if strings.HasPrefix(body, " ") {
-			body = body[1:]
-			bodyCol++
-		}
-		if !strings.HasPrefix(body, "@") {
+		if ann := strings.TrimLeft(body, " \t"); strings.HasPrefix(ann, "@") {
+			bodyCol += len(body) - len(ann)
+			body = ann
+		} else {
 			if inHeader && !seenAnnotation {
-				doc = append(doc, strings.TrimRight(body, " \t"))
+				doc = append(doc, strings.TrimRight(strings.TrimPrefix(body, " "), " \t"))
 			}
 			continue
 		}

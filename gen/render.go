@@ -5,9 +5,11 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"go/token"
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/dave/jennifer/jen"
 )
@@ -47,6 +49,11 @@ func Generate(pkg string, files []File) (map[string][]byte, error) {
 	}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Path == sorted[i-1].Path {
+			return nil, fmt.Errorf("gen: %s given twice", sorted[i].Path)
+		}
+	}
 
 	var all ErrorList
 	var scripts []*Script
@@ -63,6 +70,7 @@ func Generate(pkg string, files []File) (map[string][]byte, error) {
 	}
 	all = append(all, checkPackageNames(scripts)...)
 	if len(all) > 0 {
+		sortErrors(all)
 		return nil, all
 	}
 	out := make(map[string][]byte, len(scripts))
@@ -106,11 +114,8 @@ func goPackageName(pkg string) (string, string) {
 	if pkg == "" {
 		return "", "empty Go package name"
 	}
-	for i, r := range pkg {
-		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9'
-		if !ok {
-			return "", fmt.Sprintf("invalid Go package name %q", pkg)
-		}
+	if pkg == "_" || !token.IsIdentifier(pkg) {
+		return "", fmt.Sprintf("invalid Go package name %q", pkg)
 	}
 	return pkg, ""
 }
@@ -237,7 +242,7 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	)
 
 	// Decode.
-	f.Comment(fmt.Sprintf("// Decode turns the result of a call of this script into a %s. Server\n// errors and replies of the wrong shape come back as *luart.Error.", resultT))
+	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script as %s. Server\n// errors and replies of the wrong shape come back as *luart.Error.", resultT))
 	f.Func().Params(recv.Clone()).Id("Decode").Params(
 		jen.Id("res").Qual(rueidisPath, "RedisResult"),
 	).Params(jen.Id(resultT), jen.Error()).BlockFunc(func(g *jen.Group) {
@@ -334,8 +339,19 @@ func scriptDoc(s *Script, file string) string {
 	return first + "\n\n" + s.Doc
 }
 
-// docComment renders text as // lines.
+// docComment renders text as // lines. Characters a Go comment cannot hold
+// or that gofmt would not keep (NUL, byte order marks, other control
+// characters but tab) become U+FFFD.
 func docComment(text string) string {
+	text = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r == '\uFEFF' || unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, text)
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
 		if strings.TrimSpace(l) == "" {
@@ -350,10 +366,14 @@ func docComment(text string) string {
 // sourceLiteral renders src as a Go string constant that holds it byte for
 // byte: raw strings where possible (readable in review), joined with "`"
 // where the script has backticks; a quoted string when the source has bytes
-// a raw string cannot hold (carriage returns, NUL, byte order marks).
+// a raw string cannot hold or gofmt does not keep in place: control
+// characters other than newline and tab (carriage returns, NUL, form feeds)
+// and byte order marks.
 func sourceLiteral(src []byte) jen.Code {
 	s := string(src)
-	if s == "" || strings.ContainsAny(s, "\r\x00\uFEFF") {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return r == '\uFEFF' || r != '\n' && r != '\t' && unicode.IsControl(r)
+	}) {
 		return jen.Lit(s)
 	}
 	var segs []string

@@ -235,7 +235,7 @@ func (s *ConcurrencyAcquireScript) Call(keys ConcurrencyAcquireKeys, args Concur
 	}
 }
 
-// Decode turns the result of a call of this script into a ConcurrencyAcquireResult. Server
+// Decode reads the result of one call of this script as ConcurrencyAcquireResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *ConcurrencyAcquireScript) Decode(res rueidis.RedisResult) (ConcurrencyAcquireResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

@@ -187,7 +187,7 @@ func (s *ConcurrencyReleaseScript) Call(keys ConcurrencyReleaseKeys, args Concur
 	}
 }
 
-// Decode turns the result of a call of this script into a ConcurrencyReleaseResult. Server
+// Decode reads the result of one call of this script as ConcurrencyReleaseResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *ConcurrencyReleaseScript) Decode(res rueidis.RedisResult) (ConcurrencyReleaseResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 3)

@@ -241,7 +241,7 @@ func (s *FixedWindowScript) Call(keys FixedWindowKeys, args FixedWindowArgs) lua
 	}
 }
 
-// Decode turns the result of a call of this script into a FixedWindowResult. Server
+// Decode reads the result of one call of this script as FixedWindowResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *FixedWindowScript) Decode(res rueidis.RedisResult) (FixedWindowResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

@@ -270,7 +270,7 @@ func (s *GcraScript) Call(keys GcraKeys, args GcraArgs) luart.Call {
 	}
 }
 
-// Decode turns the result of a call of this script into a GcraResult. Server
+// Decode reads the result of one call of this script as GcraResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *GcraScript) Decode(res rueidis.RedisResult) (GcraResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

@@ -363,7 +363,7 @@ func (s *GcraMultiScript) Call(keys GcraMultiKeys, args GcraMultiArgs) luart.Cal
 	}
 }
 
-// Decode turns the result of a call of this script into a GcraMultiResult. Server
+// Decode reads the result of one call of this script as GcraMultiResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *GcraMultiScript) Decode(res rueidis.RedisResult) (GcraMultiResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 5)

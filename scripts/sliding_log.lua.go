@@ -253,7 +253,7 @@ func (s *SlidingLogScript) Call(keys SlidingLogKeys, args SlidingLogArgs) luart.
 	}
 }
 
-// Decode turns the result of a call of this script into a SlidingLogResult. Server
+// Decode reads the result of one call of this script as SlidingLogResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *SlidingLogScript) Decode(res rueidis.RedisResult) (SlidingLogResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

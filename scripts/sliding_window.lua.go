@@ -281,7 +281,7 @@ func (s *SlidingWindowScript) Call(keys SlidingWindowKeys, args SlidingWindowArg
 	}
 }
 
-// Decode turns the result of a call of this script into a SlidingWindowResult. Server
+// Decode reads the result of one call of this script as SlidingWindowResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *SlidingWindowScript) Decode(res rueidis.RedisResult) (SlidingWindowResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

@@ -386,7 +386,7 @@ func (s *SlidingWindowMultiScript) Call(keys SlidingWindowMultiKeys, args Slidin
 	}
 }
 
-// Decode turns the result of a call of this script into a SlidingWindowMultiResult. Server
+// Decode reads the result of one call of this script as SlidingWindowMultiResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *SlidingWindowMultiScript) Decode(res rueidis.RedisResult) (SlidingWindowMultiResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 5)

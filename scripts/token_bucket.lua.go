@@ -261,7 +261,7 @@ func (s *TokenBucketScript) Call(keys TokenBucketKeys, args TokenBucketArgs) lua
 	}
 }
 
-// Decode turns the result of a call of this script into a TokenBucketResult. Server
+// Decode reads the result of one call of this script as TokenBucketResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *TokenBucketScript) Decode(res rueidis.RedisResult) (TokenBucketResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)

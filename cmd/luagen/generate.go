@@ -58,9 +58,15 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
+	if *pkgName != "" && !validPackageName(*pkgName) {
+		fmt.Fprintf(stderr, "luagen: -package %q is not a valid Go package name\n", *pkgName)
+		fl.Usage()
+		return 2
+	}
 	targets, err := collect(fl.Args())
 	if err != nil {
 		fmt.Fprintf(stderr, "luagen: %v\n", err)
+		fl.Usage()
 		return 2
 	}
 
@@ -68,7 +74,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 	var problems []string
 	for _, t := range targets {
 		pkg := *pkgName
-		if pkg == "" {
+		if pkg == "" && len(t.files) > 0 {
 			pkg, err = packageName(t.dir)
 			if err != nil {
 				fmt.Fprintf(stderr, "luagen: %v\n", err)
@@ -86,11 +92,14 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 			}
 			files = append(files, gen.File{Path: p, Src: src})
 		}
-		out, err := gen.Generate(pkg, files)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			failed = true
-			continue
+		out := map[string][]byte{}
+		if len(files) > 0 {
+			var err error
+			if out, err = gen.Generate(pkg, files); err != nil {
+				fmt.Fprintln(stderr, err)
+				failed = true
+				continue
+			}
 		}
 		orphans, err := findOrphans(t)
 		if err != nil {
@@ -239,10 +248,15 @@ func packageName(dir string) (string, error) {
 		}
 		return -1
 	}, name)
-	if name == "" || name[0] >= '0' && name[0] <= '9' {
+	if !validPackageName(name) {
 		return "", fmt.Errorf("%s: cannot derive a Go package name from the directory name; pass -package NAME", dir)
 	}
 	return name, nil
+}
+
+// validPackageName reports whether name can be a Go package name.
+func validPackageName(name string) bool {
+	return name != "_" && token.IsIdentifier(name)
 }
 
 // findOrphans lists generated files in a whole-directory target whose .lua is gone.

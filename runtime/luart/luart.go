@@ -68,8 +68,10 @@ var ErrMalformedReply = errors.New("malformed reply")
 var ErrNilScript = errors.New("call has no script")
 
 // Error is an error returned by the server, or by the client while talking
-// to it, for one script call. It unwraps to the underlying error, so
-// rueidis.IsRedisErr and errors.Is(err, context.DeadlineExceeded) keep working.
+// to it, for one script call. It unwraps to the underlying error: use
+// errors.As(err, &redisErr) with a *rueidis.RedisError (rueidis.IsRedisErr
+// checks the type directly and does not unwrap), and errors.Is(err,
+// context.DeadlineExceeded).
 type Error struct {
 	Script string // the script name
 	Err    error

@@ -1,0 +1,17 @@
+-- Several mistakes, all reported in one run.
+--
+-- @script Bad_Name
+-- @script again
+-- @key 1st
+-- @key dup
+-- @key dup
+-- @arg when time
+-- @arg opt int?
+-- @arg after int
+-- @return maybe int?
+-- @return func int
+-- @returns x int
+-- @arg
+-- @readonly yes
+return {1}
+-- @key late

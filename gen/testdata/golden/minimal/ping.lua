@@ -1,0 +1,2 @@
+-- @script ping
+return redis.call('PING')

@@ -1,0 +1,3 @@
+-- @script rate
+-- @return n int
+return {1}

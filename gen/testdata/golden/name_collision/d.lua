@@ -1,0 +1,4 @@
+-- Fine on its own.
+-- @script other
+-- @return n int
+return {1}
