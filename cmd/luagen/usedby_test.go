@@ -120,10 +120,14 @@ func TestUsedBy(t *testing.T) {
 	t.Logf("go test in the scratch module:\n%s", out)
 }
 
+// The directives are joined at run time so that go generate in this
+// repository does not take them for its own.
+const goGenerate = "//go:" + "generate "
+
 const usedByHitsGo = `// Package hits counts hits with a Lua script.
 package hits
 
-//go:generate go run github.com/sluice-go/sluice/cmd/luagen .
+` + goGenerate + `go run github.com/sluice-go/sluice/cmd/luagen .
 `
 
 const usedByHitLua = `-- Hit counts a hit; the counter lives ttl_ms milliseconds after its first hit.
@@ -146,7 +150,7 @@ return {n, redis.call('PTTL', KEYS[1]), n == by}
 const usedByPeekGo = `// Package peek reads the hit counter.
 package peek
 
-//go:generate go tool luagen .
+` + goGenerate + `go tool luagen .
 `
 
 const usedByPeekLua = `-- Peek reads a counter without changing it.
