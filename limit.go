@@ -63,11 +63,16 @@ type Limit struct {
 // Redis; the wrapping error says which field and why.
 var ErrInvalidLimit = errors.New("sluice: invalid limit")
 
-// maxPeriod keeps Period in microseconds well inside int64 arithmetic in
-// the scripts (Rate × Period must not overflow).
-const maxPeriod = 100 * 365 * 24 * time.Hour
+// The scripts compute in Lua numbers (doubles), exact for integers up to
+// 2^52; these bounds keep every product they form inside that range.
+const (
+	maxPeriod = (1 << 50) * time.Microsecond // about 35 years
+	maxRate   = 1 << 40
+	maxExact  = 1 << 52 // bound on Burst×Period (µs) and, for the sliding window counter, Rate×Period
+)
 
-const maxRate = 1 << 40
+// MaxCost is the largest cost AllowN accepts.
+const MaxCost = 1 << 52
 
 func newLimit(alg Algorithm, rate int64, period time.Duration, burst int64) (Limit, error) {
 	l := Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
@@ -159,6 +164,12 @@ func (l Limit) Validate() error {
 		if l.Burst > maxRate {
 			return bad("%s: burst %d is above the maximum %d", l.Algorithm, l.Burst, int64(maxRate))
 		}
+	}
+	switch {
+	case (l.Algorithm == AlgTokenBucket || l.Algorithm == AlgGCRA) && l.Burst > maxExact/l.periodMicros():
+		return bad("%s: burst × period must not exceed 2^52 µs (burst %d over %v); shorten the period or lower the burst", l.Algorithm, l.Burst, l.Period)
+	case l.Algorithm == AlgSlidingWindow && l.Rate > maxExact/l.periodMicros():
+		return bad("%s: rate × period must not exceed 2^52 µs (rate %d over %v); shorten the period or lower the rate", l.Algorithm, l.Rate, l.Period)
 	}
 	if !validName(l.Name) {
 		return bad("%s: name %q must be 1 to 64 letters, digits, '.', '_' or '-'", l.Algorithm, l.Name)

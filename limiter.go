@@ -272,8 +272,8 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, lim Limit, cost i
 	if err := lim.Validate(); err != nil {
 		return Result{}, err
 	}
-	if cost < 0 {
-		return Result{}, fmt.Errorf("%w: cost must be at least 0, got %d", ErrInvalidCost, cost)
+	if err := checkCost(cost); err != nil {
+		return Result{}, err
 	}
 	if lim.Algorithm == AlgConcurrency {
 		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, lim.Name)
@@ -297,8 +297,8 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 	if len(limits) == 0 || len(limits) > 16 {
 		return Result{}, fmt.Errorf("%w: AllowAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(limits))
 	}
-	if cost < 0 {
-		return Result{}, fmt.Errorf("%w: cost must be at least 0, got %d", ErrInvalidCost, cost)
+	if err := checkCost(cost); err != nil {
+		return Result{}, err
 	}
 	alg := limits[0].Algorithm
 	names := make([]string, len(limits))
@@ -407,6 +407,9 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 		if ctx.Err() != nil {
 			return Lease{}, Result{}, fmt.Errorf("sluice: %w", ctx.Err())
 		}
+		if errors.As(err, new(errRejected)) {
+			return Lease{}, Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, lim.Name, err)
+		}
 		switch l.cfg.policy {
 		case FailLocal:
 			res := l.local.acquire(lease.key, lim)
@@ -450,6 +453,27 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		return fmt.Errorf("sluice: release %s: %w (the lease expires by itself after %v)", lease.key, err, lease.limit.Period)
 	}
 	return nil
+}
+
+func checkCost(cost int64) error {
+	if cost < 0 || cost > MaxCost {
+		return fmt.Errorf("%w: cost must be between 0 and 2^52, got %d", ErrInvalidCost, cost)
+	}
+	return nil
+}
+
+// errRejected marks a script's own refusal of its arguments ("ERR sluice:
+// ..."): a caller's mistake, not a Redis failure, so the failure policy
+// and the breaker stay out of it.
+type errRejected struct{ err error }
+
+func (e errRejected) Error() string { return e.err.Error() }
+func (e errRejected) Unwrap() error { return e.err }
+
+// rejected reports whether err is a script's refusal of its arguments.
+func rejected(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.Contains(re.Error(), "sluice: ")
 }
 
 // decision is the reply shared by the rate scripts, in µs.
@@ -534,6 +558,10 @@ func (l *Limiter) do(ctx context.Context, call luart.Call, decode func(rueidis.R
 		defer cancel()
 	}
 	d, err := decode(luart.Do(cctx, l.client, call))
+	if err != nil && rejected(err) {
+		l.breaker.done(true)
+		return d, errRejected{err}
+	}
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up: not Redis' fault, and no decision is wanted.
 		l.breaker.done(true)
@@ -547,6 +575,9 @@ func (l *Limiter) do(ctx context.Context, call luart.Call, decode func(rueidis.R
 func (l *Limiter) fallback(ctx context.Context, k string, lim Limit, cost int64, err error) (Result, error) {
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("sluice: %w", ctx.Err())
+	}
+	if errors.As(err, new(errRejected)) {
+		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, lim.Name, err)
 	}
 	switch l.cfg.policy {
 	case FailLocal:

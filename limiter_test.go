@@ -31,6 +31,10 @@ func TestLimitValidation(t *testing.T) {
 		{"period negative", func() (Limit, error) { return TokenBucket(10, -time.Second, 5) }, "period must be at least 1µs"},
 		{"period sub-µs", func() (Limit, error) { return FixedWindow(10, 1500*time.Nanosecond) }, "not a whole number of microseconds"},
 		{"period huge", func() (Limit, error) { return FixedWindow(10, 200*365*24*time.Hour) }, "above the maximum"},
+		{"gcra burst×period too big", func() (Limit, error) { return GCRA(1_000_000, 24*time.Hour, 1_000_000) }, "burst × period must not exceed 2^52"},
+		{"bucket burst×period too big", func() (Limit, error) { return TokenBucket(1, 24*time.Hour, 60_000) }, "burst × period must not exceed 2^52"},
+		{"sliding window rate×period too big", func() (Limit, error) { return SlidingWindow(100_000, 24*time.Hour) }, "rate × period must not exceed 2^52"},
+		{"gcra at the bound", func() (Limit, error) { return GCRA(50_000, 24*time.Hour, 50_000) }, ""},
 		{"burst 0", func() (Limit, error) { return GCRA(10, time.Second, 0) }, "burst must be at least 1, got 0"},
 		{"capacity 0", func() (Limit, error) { return TokenBucket(10, time.Second, 0) }, "burst must be at least 1"},
 		{"concurrency 0", func() (Limit, error) { return Concurrency(0, time.Second) }, "rate must be at least 1"},
@@ -227,6 +231,9 @@ func TestLimiterOnMiniredis(t *testing.T) {
 			}
 			if _, err := l.AllowN(ctx, id, lim, -1); !errors.Is(err, ErrInvalidCost) {
 				t.Fatalf("cost -1: %v", err)
+			}
+			if _, err := l.AllowN(ctx, id, lim, MaxCost+1); !errors.Is(err, ErrInvalidCost) {
+				t.Fatalf("cost 2^52+1: %v", err)
 			}
 			if err := l.Reset(ctx, id, lim); err != nil {
 				t.Fatal(err)
