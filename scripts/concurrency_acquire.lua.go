@@ -19,7 +19,7 @@ const (
 )
 
 // ConcurrencyAcquireSHA1 is the SHA1 of concurrency_acquire.lua, as SCRIPT LOAD returns it.
-const ConcurrencyAcquireSHA1 = "b6c2851c923833fa3e592499795e79e1d0fee502"
+const ConcurrencyAcquireSHA1 = "7d314f70ffbbef5d8a4ef6ad28c66329d12f7760"
 
 // concurrencyAcquireSource is concurrency_acquire.lua, byte for byte.
 const concurrencyAcquireSource = `-- ConcurrencyAcquire takes one of limit in-flight slots for the holder id,
@@ -48,6 +48,9 @@ const concurrencyAcquireSource = `-- ConcurrencyAcquire takes one of limit in-fl
 -- A lease is live while now < expiry. Expired members are removed when a
 -- slot is taken, so the set holds at most limit members. TTL: until the
 -- last lease expires, rounded up to whole ms.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -99,6 +102,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

@@ -13,6 +13,9 @@
 -- Removing id also removes every expired member. TTL: until the last lease
 -- left expires, rounded up to whole ms; the key is deleted when none is left.
 
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call,
+-- even one that removes nothing.
+
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
 
@@ -63,6 +66,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

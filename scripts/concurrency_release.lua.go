@@ -19,7 +19,7 @@ const (
 )
 
 // ConcurrencyReleaseSHA1 is the SHA1 of concurrency_release.lua, as SCRIPT LOAD returns it.
-const ConcurrencyReleaseSHA1 = "71771ea2c9d520e1fd799c2535d05c3f18d55d01"
+const ConcurrencyReleaseSHA1 = "1a3b6fe2892154db7bf023de9d4a9b16a23aba5f"
 
 // concurrencyReleaseSource is concurrency_release.lua, byte for byte.
 const concurrencyReleaseSource = `-- ConcurrencyRelease gives back the slot that holder id took with
@@ -36,6 +36,9 @@ const concurrencyReleaseSource = `-- ConcurrencyRelease gives back the slot that
 
 -- Removing id also removes every expired member. TTL: until the last lease
 -- left expires, rounded up to whole ms; the key is deleted when none is left.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call,
+-- even one that removes nothing.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -87,6 +90,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

@@ -19,7 +19,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "512d54fd3fd1302ec2c2ae6edcda5c229190984e"
+const FixedWindowSHA1 = "bfced8632ff5dd0a72ff329eae7d2493e8abf6ad"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -50,6 +50,9 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- counted in that later window, which never admits more than limit per
 -- window. TTL: the time until the end of the window, rounded up to whole ms.
 -- Memory: one hash with two fields per identity.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -101,6 +104,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

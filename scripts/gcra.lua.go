@@ -19,7 +19,7 @@ const (
 )
 
 // GcraSHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GcraSHA1 = "8b194aaa51a36070f8af42dd560e435a7b916f8c"
+const GcraSHA1 = "2d3cff503c10c3d4a8148791ff66e04c6741d1c2"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -33,10 +33,11 @@ const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorit
 -- retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 -- until the same cost is admitted; reset_after is the time until TAT is
 -- reached (the state is empty). A denied request and a cost of 0 change
--- nothing. Times are in µs; burst*period must not exceed 2^52.
+-- nothing. Times are in µs; burst*period/gcd(limit, period) must not
+-- exceed 2^52.
 --
 -- @script gcra
--- @key state          hash {tat = whole µs of TAT, r = its fraction in 1/limit µs}
+-- @key state          hash {tat = whole µs of TAT, r = its fraction in 1/l µs, l = limit/gcd(limit, period)}
 -- @arg limit int      requests per period, >= 1
 -- @arg period int     period in µs, >= 1
 -- @arg burst int      requests admitted at once, >= 1
@@ -47,13 +48,17 @@ const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorit
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until the state is empty
 
--- Exactness: T = period/limit is rarely a whole number of µs, so TAT is kept
--- as whole µs plus a remainder r in [0, limit) counting 1/limit µs, and
--- c*T is added as the quotient and remainder of c*period by limit. Every
+-- Exactness: T = period/limit, taken in lowest terms p/l, is rarely a whole
+-- number of µs, so TAT is kept as whole µs plus a remainder r in [0, l)
+-- counting 1/l µs, and c*T is added as the quotient and remainder of c*p
+-- by l. Every
 -- comparison is an exact integer one: no drift however long it runs, and
 -- the same decisions as the token bucket. TTL: until TAT, rounded up to
 -- whole ms (a missing key reads as TAT <= now). Memory: one hash with two
 -- fields per identity.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -107,6 +112,15 @@ local function ceildiv(a, b)
   return q
 end
 
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
+end
+
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
 -- its useful life is over.
 local function expire_in(key, us)
@@ -125,8 +139,11 @@ if err then return bad(err) end
 local burst
 burst, err = int_arg(3, 'burst', 1, MAX)
 if err then return bad(err) end
+-- T = period/limit is used in lowest terms: the same T, smaller products.
+local g = gcd(limit, period)
+limit, period = limit / g, period / g
 if burst * period > MAX then
-  return bad('burst*period must not exceed ' .. fmt(MAX))
+  return bad('burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
 end
 local cost
 cost, err = int_arg(4, 'cost', 0, MAX)
@@ -208,7 +225,8 @@ return {allowed, remaining, retry, reset}`
 // retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 // until the same cost is admitted; reset_after is the time until TAT is
 // reached (the state is empty). A denied request and a cost of 0 change
-// nothing. Times are in µs; burst*period must not exceed 2^52.
+// nothing. Times are in µs; burst*period/gcd(limit, period) must not
+// exceed 2^52.
 var Gcra = &GcraScript{Script: luart.Script{
 	Name:     "gcra",
 	Source:   gcraSource,
@@ -223,7 +241,7 @@ type GcraScript struct {
 
 // GcraKeys are the KEYS of gcra.lua, in order.
 type GcraKeys struct {
-	// State is KEYS[1]: hash {tat = whole µs of TAT, r = its fraction in 1/limit µs}
+	// State is KEYS[1]: hash {tat = whole µs of TAT, r = its fraction in 1/l µs, l = limit/gcd(limit, period)}
 	State string
 }
 

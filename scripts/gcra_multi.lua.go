@@ -19,7 +19,7 @@ const (
 )
 
 // GcraMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GcraMultiSHA1 = "52770e8f530e6866e89d3aad2b5e76893120c238"
+const GcraMultiSHA1 = "37e4e3f1c3dd8b0b6423a3335372c10f81b252cb"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
@@ -53,6 +53,9 @@ const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity
 -- writes, it also deletes fields of limits no longer given whose TAT has
 -- passed; memory is one field per limit in use. TTL: until the latest TAT
 -- of all fields, rounded up to whole ms. Exactness as in gcra.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -106,6 +109,15 @@ local function ceildiv(a, b)
   return q
 end
 
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
+end
+
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
 -- its useful life is over.
 local function expire_in(key, us)
@@ -136,15 +148,20 @@ local function parse_limits(s)
       return nil, 'limit ' .. fmt(n) .. ': want limit:period:burst as decimal integers, got "' .. string.sub(item, 1, 40) .. '"'
     end
     local l, p, bu = tonumber(a), tonumber(b), tonumber(c)
-    if l < 1 or l > MAX or p < 1 or p > MAX_PERIOD or bu < 1 or bu > MAX or bu * p > MAX then
-      return nil, 'limit ' .. fmt(n) .. ': want limit >= 1, 1 <= period <= ' .. fmt(MAX_PERIOD) .. ', burst >= 1 and burst*period <= ' .. fmt(MAX) .. ', got "' .. item .. '"'
+    local g = 1
+    if l >= 1 and l <= MAX and p >= 1 and p <= MAX_PERIOD then
+      g = gcd(l, p)
+    end
+    if l < 1 or l > MAX or p < 1 or p > MAX_PERIOD or bu < 1 or bu > MAX or bu * (p / g) > MAX then
+      return nil, 'limit ' .. fmt(n) .. ': want limit >= 1, 1 <= period <= ' .. fmt(MAX_PERIOD) .. ', burst >= 1 and burst*period/gcd(limit, period) <= ' .. fmt(MAX) .. ', got "' .. item .. '"'
     end
     local field = fmt(l) .. ':' .. fmt(p) .. ':' .. fmt(bu)
     if seen[field] then
       return nil, 'limit ' .. fmt(n) .. ': ' .. field .. ' repeats limit ' .. fmt(seen[field])
     end
     seen[field] = n
-    out[n] = {limit = l, period = p, burst = bu, field = field}
+    -- T = period/limit in lowest terms, as in gcra.
+    out[n] = {limit = l / g, period = p / g, burst = bu, field = field}
   end
   return out, nil
 end

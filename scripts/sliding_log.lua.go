@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingLogSHA1 is the SHA1 of sliding_log.lua, as SCRIPT LOAD returns it.
-const SlidingLogSHA1 = "8ebea217f0bfed2c9959f9c7965ad2e4369d22c4"
+const SlidingLogSHA1 = "10364010c04bc901e59503f61916580ee0cc078d"
 
 // slidingLogSource is sliding_log.lua, byte for byte.
 const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: a request is allowed
@@ -53,6 +53,9 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 -- only when the units left plus the new ones fit in limit. TTL: until the
 -- newest unit leaves the window, rounded up to whole ms. Work per call:
 -- O(log limit + cost).
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -104,6 +107,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

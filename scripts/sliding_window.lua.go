@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingWindowSHA1 is the SHA1 of sliding_window.lua, as SCRIPT LOAD returns it.
-const SlidingWindowSHA1 = "89d7973f4975834bdcbb56af4f277533dcd8c432"
+const SlidingWindowSHA1 = "4c55b8c2487467ec6db04b266b9c28859158bf79"
 
 // slidingWindowSource is sliding_window.lua, byte for byte.
 const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-window-counter limit: the
@@ -53,6 +53,9 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- never admits more. TTL: until the current window's count has left the
 -- sliding window, that is the end of the next window, rounded up to whole ms.
 -- Memory: one hash with three fields per identity.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -104,6 +107,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

@@ -30,6 +30,9 @@
 -- left their windows; memory is one field per limit in use. TTL: until the
 -- last count of any field has left its window, rounded up to whole ms.
 
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
+
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
 
@@ -80,6 +83,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

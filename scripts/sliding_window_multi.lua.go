@@ -19,7 +19,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "fd1179313b971db0ac623e6a693ae684713d4de6"
+const SlidingWindowMultiSHA1 = "64c6d9a184b15afe95b4a1c075e2c801adcfb4de"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -53,6 +53,9 @@ const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-w
 -- writes, it also deletes fields of limits no longer given whose counts have
 -- left their windows; memory is one field per limit in use. TTL: until the
 -- last count of any field has left its window, rounded up to whole ms.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -104,6 +107,15 @@ local function ceildiv(a, b)
     q = q + 1
   end
   return q
+end
+
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
 end
 
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when

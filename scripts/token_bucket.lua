@@ -7,10 +7,10 @@
 -- retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 -- until cost tokens are in the bucket; reset_after is the time until the
 -- bucket is full. A denied request and a cost of 0 change nothing. Times are
--- in µs; burst*period must not exceed 2^52.
+-- in µs; burst*period/gcd(limit, period) must not exceed 2^52.
 --
 -- @script token_bucket
--- @key state          hash {t = time of the level in µs, v = level in 1/period tokens}
+-- @key state          hash {t = time of the level in µs, v = level in 1/p tokens, p = period/gcd(limit, period)}
 -- @arg limit int      tokens added per period, >= 1
 -- @arg period int     refill period in µs, >= 1
 -- @arg burst int      bucket capacity in tokens, >= 1
@@ -21,13 +21,17 @@
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until the bucket is full
 
--- Exactness: the level is kept in units of 1/period token, so refilling at
--- limit tokens per period adds exactly limit units per µs and every result
--- is an exact integer: no drift however long the bucket runs. A stored time
+-- Exactness: with the rate in lowest terms l/p (l = limit/g, p = period/g,
+-- g = gcd(limit, period)), the level is kept in units of 1/p token, so
+-- refilling adds exactly l units per µs and every result is an exact
+-- integer: no drift however long the bucket runs. A stored time
 -- ahead of the caller's clock (another client's clock runs ahead) is kept:
 -- the bucket refills from that time on. TTL: until the bucket is full again,
 -- rounded up to whole ms (a missing key reads as a full bucket). Memory: one
 -- hash with two fields per identity.
+
+-- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
+-- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -81,6 +85,15 @@ local function ceildiv(a, b)
   return q
 end
 
+-- gcd returns the greatest common divisor of positive integers a and b.
+local function gcd(a, b)
+  while b > 0 do
+    local _, r = divmod(a, b)
+    a, b = b, r
+  end
+  return a
+end
+
 -- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
 -- its useful life is over.
 local function expire_in(key, us)
@@ -99,8 +112,12 @@ if err then return bad(err) end
 local burst
 burst, err = int_arg(3, 'burst', 1, MAX)
 if err then return bad(err) end
+-- The rate limit/period is used in lowest terms: the same rate, smaller
+-- products.
+local g = gcd(limit, period)
+limit, period = limit / g, period / g
 if burst * period > MAX then
-  return bad('burst*period must not exceed ' .. fmt(MAX))
+  return bad('burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
 end
 local cost
 cost, err = int_arg(4, 'cost', 0, MAX)

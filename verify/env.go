@@ -1,0 +1,480 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Env is one place a script runs: the Sandbox, a miniredis server
+// (MiniredisEnv) or a real Redis (RedisEnv). Step files and the
+// differential runner work on any of them.
+type Env interface {
+	// Name names the environment in reports.
+	Name() string
+	// Eval runs script with keys and args (EVAL). A script's error is an
+	// error reply; the Go error is for failures to run it at all.
+	Eval(ctx context.Context, script string, keys, args []string) (Reply, error)
+	// Do runs one command outside any script, for setup and inspection.
+	Do(ctx context.Context, args ...string) (Reply, error)
+	// SetTime moves the clock to t: TIME and key expiry where VirtualClock
+	// is true; key expiry alone, approximately, on a real server.
+	SetTime(ctx context.Context, t time.Time) error
+	// VirtualClock reports whether TIME follows SetTime and TTLs follow it
+	// exactly.
+	VirtualClock() bool
+	// Reset empties the keyspace and moves the clock back to StartTime.
+	Reset(ctx context.Context) error
+	// Close releases the environment.
+	Close() error
+}
+
+var (
+	_ Env = (*Sandbox)(nil)
+	_ Env = (*MiniredisEnv)(nil)
+	_ Env = (*RedisEnv)(nil)
+)
+
+// MiniredisEnv runs scripts in a miniredis server (miniredis' own Lua
+// interpreter), listening on a free 127.0.0.1 port, with a settable clock
+// that TIME and TTLs follow.
+type MiniredisEnv struct {
+	m    *miniredis.Miniredis
+	conn *respConn
+	mu   sync.Mutex
+	now  time.Time
+}
+
+// NewMiniredis starts a miniredis server with its clock at StartTime.
+func NewMiniredis() (*MiniredisEnv, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("verify: start miniredis: %w", err)
+	}
+	conn, err := dialRESP(context.Background(), m.Addr())
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	e := &MiniredisEnv{m: m, conn: conn}
+	e.setTime(StartTime)
+	m.ClockTTL(true)
+	return e, nil
+}
+
+// Name implements Env.
+func (e *MiniredisEnv) Name() string { return "miniredis" }
+
+// Addr is the server's host:port.
+func (e *MiniredisEnv) Addr() string { return e.m.Addr() }
+
+// Miniredis returns the server.
+func (e *MiniredisEnv) Miniredis() *miniredis.Miniredis { return e.m }
+
+// VirtualClock implements Env.
+func (e *MiniredisEnv) VirtualClock() bool { return true }
+
+// Now returns the server clock.
+func (e *MiniredisEnv) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+// SetTime implements Env.
+func (e *MiniredisEnv) SetTime(_ context.Context, t time.Time) error {
+	e.setTime(t)
+	return nil
+}
+
+// Advance moves the clock forward by d.
+func (e *MiniredisEnv) Advance(d time.Duration) {
+	e.setTime(e.Now().Add(d))
+}
+
+func (e *MiniredisEnv) setTime(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = t
+	e.m.SetTime(t)
+}
+
+// Eval implements Env.
+func (e *MiniredisEnv) Eval(ctx context.Context, script string, keys, args []string) (Reply, error) {
+	return e.conn.do(ctx, evalArgs(script, keys, args)...)
+}
+
+// Do implements Env.
+func (e *MiniredisEnv) Do(ctx context.Context, args ...string) (Reply, error) {
+	return e.conn.do(ctx, args...)
+}
+
+// Reset implements Env.
+func (e *MiniredisEnv) Reset(context.Context) error {
+	e.m.FlushAll()
+	e.m.ClockTTL(false)
+	e.setTime(StartTime)
+	e.m.ClockTTL(true)
+	return nil
+}
+
+// Close implements Env.
+func (e *MiniredisEnv) Close() error {
+	err := e.conn.close()
+	e.m.Close()
+	return err
+}
+
+func evalArgs(script string, keys, args []string) []string {
+	out := make([]string, 0, 3+len(keys)+len(args))
+	out = append(out, "EVAL", script, strconv.Itoa(len(keys)))
+	out = append(out, keys...)
+	return append(out, args...)
+}
+
+// RedisEnv runs scripts on a real Redis server, in one database that must
+// be empty when it connects; Reset and Close empty it again (FLUSHDB), so
+// nothing else may use that database meanwhile.
+//
+// A real server's TIME cannot be set. SetTime emulates the passing of time
+// for TTLs: it moves every key's TTL by the virtual time elapsed minus the
+// real time elapsed, so TTLs follow the virtual clock within a few
+// milliseconds (see TTLTolerance). Steps that read TIME are not compared on
+// a real server; pass the time as an argument instead.
+type RedisEnv struct {
+	addr string
+	db   int
+	conn *respConn
+
+	mu       sync.Mutex
+	virtual  time.Time     // the emulated clock
+	realSync time.Time     // wall time when virtual was last synchronised
+	carry    time.Duration // shift not applied yet (under 1ms)
+}
+
+// TTLTolerance is how far below the expected value a TTL read on a real
+// server may be: the real time spent between the script setting it and the
+// read, plus the error of SetTime's emulation.
+const TTLTolerance = 50 * time.Millisecond
+
+// DialRedis connects to the Redis at addr, which is host:port or a URL
+// redis://[user:password@]host:port[/db]. The database (default 0) must be
+// empty.
+func DialRedis(ctx context.Context, addr string) (*RedisEnv, error) {
+	hostport, db, user, pass, err := parseRedisAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dialRESP(ctx, hostport)
+	if err != nil {
+		return nil, err
+	}
+	e := &RedisEnv{addr: hostport, db: db, conn: conn, virtual: StartTime, realSync: time.Now()}
+	fail := func(err error) (*RedisEnv, error) {
+		conn.close()
+		return nil, err
+	}
+	if pass != "" {
+		auth := []string{"AUTH", pass}
+		if user != "" {
+			auth = []string{"AUTH", user, pass}
+		}
+		if err := e.ok(ctx, auth...); err != nil {
+			return fail(err)
+		}
+	}
+	if err := e.ok(ctx, "SELECT", strconv.Itoa(db)); err != nil {
+		return fail(err)
+	}
+	n, err := e.conn.do(ctx, "DBSIZE")
+	if err != nil {
+		return fail(err)
+	}
+	if n.Kind != KindInt || n.Int != 0 {
+		return fail(fmt.Errorf("verify: database %d on %s is not empty (%s keys); step files need an empty database: choose another one with redis://%s/N", db, hostport, n, hostport))
+	}
+	return e, nil
+}
+
+func parseRedisAddr(addr string) (hostport string, db int, user, pass string, err error) {
+	if !strings.Contains(addr, "://") {
+		if addr == "" {
+			return "", 0, "", "", errors.New("verify: empty Redis address")
+		}
+		return addr, 0, "", "", nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", 0, "", "", fmt.Errorf("verify: Redis address %q: %w", addr, err)
+	}
+	if u.Scheme != "redis" {
+		return "", 0, "", "", fmt.Errorf("verify: Redis address %q: scheme must be redis://", addr)
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err = strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return "", 0, "", "", fmt.Errorf("verify: Redis address %q: bad database number %q", addr, p)
+		}
+	}
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+		if pass == "" {
+			user, pass = "", user
+		}
+	}
+	return u.Host, db, user, pass, nil
+}
+
+func (e *RedisEnv) ok(ctx context.Context, args ...string) error {
+	r, err := e.conn.do(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if r.Kind == KindError {
+		return fmt.Errorf("verify: %s on %s: %s", args[0], e.addr, r.Str)
+	}
+	return nil
+}
+
+// Name implements Env.
+func (e *RedisEnv) Name() string { return "redis " + e.addr }
+
+// Addr is the server's host:port.
+func (e *RedisEnv) Addr() string { return e.addr }
+
+// DB is the database number in use.
+func (e *RedisEnv) DB() int { return e.db }
+
+// VirtualClock implements Env: false, a real server's TIME is its own.
+func (e *RedisEnv) VirtualClock() bool { return false }
+
+// Eval implements Env.
+func (e *RedisEnv) Eval(ctx context.Context, script string, keys, args []string) (Reply, error) {
+	return e.conn.do(ctx, evalArgs(script, keys, args)...)
+}
+
+// Do implements Env.
+func (e *RedisEnv) Do(ctx context.Context, args ...string) (Reply, error) {
+	return e.conn.do(ctx, args...)
+}
+
+// SetTime implements Env: it shifts every TTL by the virtual time elapsed
+// since the last call minus the real time elapsed, deleting keys whose
+// time is up.
+func (e *RedisEnv) SetTime(ctx context.Context, t time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	realNow := time.Now()
+	// The TTLs move by whole milliseconds; the rest is carried to the
+	// next call, so the emulation does not drift over many steps.
+	e.carry += t.Sub(e.virtual) - realNow.Sub(e.realSync)
+	e.virtual, e.realSync = t, realNow
+	// Round down, so keys outlive the virtual clock by under 1ms rather
+	// than expire early.
+	ms := e.carry.Milliseconds()
+	if e.carry < 0 && e.carry%time.Millisecond != 0 {
+		ms--
+	}
+	if ms == 0 {
+		return nil
+	}
+	e.carry -= time.Duration(ms) * time.Millisecond
+	keys, err := e.keys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := e.shiftTTL(ctx, k, ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shiftTTL brings the expiry of key ms milliseconds closer. It moves the
+// absolute expiry time (PEXPIRETIME, PEXPIREAT), which loses nothing to
+// rounding; servers before Redis 7 get PTTL and PEXPIRE.
+func (e *RedisEnv) shiftTTL(ctx context.Context, key string, ms int64) error {
+	r, err := e.conn.do(ctx, "PEXPIRETIME", key)
+	if err != nil {
+		return err
+	}
+	if r.Kind == KindInt {
+		if r.Int < 0 {
+			return nil
+		}
+		_, err = e.conn.do(ctx, "PEXPIREAT", key, strconv.FormatInt(r.Int-ms, 10))
+		return err
+	}
+	r, err = e.conn.do(ctx, "PTTL", key)
+	if err != nil || r.Kind != KindInt || r.Int < 0 {
+		return err
+	}
+	if left := r.Int - ms; left > 0 {
+		_, err = e.conn.do(ctx, "PEXPIRE", key, strconv.FormatInt(left, 10))
+	} else {
+		_, err = e.conn.do(ctx, "DEL", key)
+	}
+	return err
+}
+
+// setVirtualTime moves the virtual clock without touching TTLs.
+func (e *RedisEnv) setVirtualTime(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.virtual, e.realSync, e.carry = t, time.Now(), 0
+}
+
+func (e *RedisEnv) keys(ctx context.Context) ([]string, error) {
+	r, err := e.conn.do(ctx, "KEYS", "*")
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != KindArray {
+		return nil, fmt.Errorf("verify: KEYS on %s: %s", e.addr, r)
+	}
+	out := make([]string, 0, len(r.Elems))
+	for _, k := range r.Elems {
+		out = append(out, k.Str)
+	}
+	return out, nil
+}
+
+// Reset implements Env: FLUSHDB of the database in use.
+func (e *RedisEnv) Reset(ctx context.Context) error {
+	e.mu.Lock()
+	e.virtual, e.realSync, e.carry = StartTime, time.Now(), 0
+	e.mu.Unlock()
+	return e.ok(ctx, "FLUSHDB")
+}
+
+// Close implements Env: it empties the database in use and disconnects.
+func (e *RedisEnv) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := e.ok(ctx, "FLUSHDB")
+	if cerr := e.conn.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// KeyState is one key as Snapshot saw it.
+type KeyState struct {
+	Key   string
+	Type  string // string, hash, list, set, zset, ...
+	Value string // canonical text of the content (see Snapshot)
+	PTTL  int64  // ms; -1 without TTL
+}
+
+// Snapshot reads every key of env with its type, content and TTL, sorted by
+// key. Contents are canonical text: a string's value, a hash's fields
+// sorted, a set's members sorted, a sorted set's members in order with
+// scores as shortest decimal numbers, a list's items in order. It is
+// meant for the small keyspaces of tests.
+func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
+	r, err := env.Do(ctx, "KEYS", "*")
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != KindArray {
+		return nil, fmt.Errorf("verify: KEYS on %s: %s", env.Name(), r)
+	}
+	keys := make([]string, 0, len(r.Elems))
+	for _, k := range r.Elems {
+		keys = append(keys, k.Str)
+	}
+	sort.Strings(keys)
+	out := make([]KeyState, 0, len(keys))
+	for _, k := range keys {
+		ks, ok, err := keyState(ctx, env, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, ks)
+		}
+	}
+	return out, nil
+}
+
+func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) {
+	ks := KeyState{Key: key}
+	t, err := env.Do(ctx, "TYPE", key)
+	if err != nil {
+		return ks, false, err
+	}
+	ks.Type = t.Str
+	var cmd []string
+	switch ks.Type {
+	case "none":
+		return ks, false, nil // expired meanwhile
+	case "string":
+		cmd = []string{"GET", key}
+	case "hash":
+		cmd = []string{"HGETALL", key}
+	case "list":
+		cmd = []string{"LRANGE", key, "0", "-1"}
+	case "set":
+		cmd = []string{"SMEMBERS", key}
+	case "zset":
+		cmd = []string{"ZRANGE", key, "0", "-1", "WITHSCORES"}
+	default:
+		ks.Value = "(" + ks.Type + ")"
+	}
+	if cmd != nil {
+		v, err := env.Do(ctx, cmd...)
+		if err != nil {
+			return ks, false, err
+		}
+		ks.Value = canonicalValue(ks.Type, v)
+	}
+	p, err := env.Do(ctx, "PTTL", key)
+	if err != nil {
+		return ks, false, err
+	}
+	if p.Kind == KindInt && p.Int == -2 {
+		return ks, false, nil
+	}
+	ks.PTTL = p.Int
+	return ks, true, nil
+}
+
+func canonicalValue(typ string, v Reply) string {
+	if v.Kind != KindArray {
+		return v.String()
+	}
+	var items []string
+	switch typ {
+	case "hash":
+		for i := 0; i+1 < len(v.Elems); i += 2 {
+			items = append(items, strconv.Quote(v.Elems[i].Str)+": "+strconv.Quote(v.Elems[i+1].Str))
+		}
+		sort.Strings(items)
+	case "zset":
+		for i := 0; i+1 < len(v.Elems); i += 2 {
+			score := v.Elems[i+1].Str
+			if f, err := strconv.ParseFloat(score, 64); err == nil {
+				score = strconv.FormatFloat(f, 'g', -1, 64)
+			}
+			items = append(items, strconv.Quote(v.Elems[i].Str)+": "+score)
+		}
+	default:
+		for _, e := range v.Elems {
+			items = append(items, strconv.Quote(e.Str))
+		}
+		if typ == "set" {
+			sort.Strings(items)
+		}
+	}
+	return "{" + strings.Join(items, ", ") + "}"
+}

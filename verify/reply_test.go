@@ -1,0 +1,88 @@
+package verify_test
+
+import (
+	"testing"
+
+	"github.com/sluice-go/sluice/verify"
+)
+
+func TestParseReplyRoundTrip(t *testing.T) {
+	for _, text := range []string{
+		`42`, `-7`, `"bulk"`, `""`, `nil`, `ok:"OK"`, `err:"ERR boom"`, `[]`,
+		`[1, "a", nil, [2, [3]], ok:"st", err:"x"]`, `_`, `[_, 1]`, `"tab\tand \"quote\""`,
+	} {
+		r, err := verify.ParseReply(text)
+		if err != nil {
+			t.Errorf("ParseReply(%s): %v", text, err)
+			continue
+		}
+		if r.String() != text {
+			t.Errorf("ParseReply(%s).String() = %s", text, r)
+		}
+	}
+}
+
+func TestParseReplyErrors(t *testing.T) {
+	for _, text := range []string{``, `[1, 2`, `[1 2]`, `"open`, `ok:OK`, `12x`, `maybe`, `[1,]`, `1 2`} {
+		if r, err := verify.ParseReply(text); err == nil {
+			t.Errorf("ParseReply(%q) = %s, want an error", text, r)
+		}
+	}
+}
+
+func TestReplyMatch(t *testing.T) {
+	got := verify.Array(verify.Int(1), verify.Bulk("x"), verify.Err("ERR sluice: gcra: limit must be >= 1 script: 0123456789012345678901234567890123456789, on @user_script:12."))
+	for _, c := range []struct {
+		want  string
+		match bool
+	}{
+		{`[1, "x", err:"ERR sluice: gcra: limit must be >= 1"]`, true},
+		{`[1, "x", err:"ERR sluice"]`, true}, // errors match by prefix
+		{`[_, _, _]`, true},
+		{`_`, true},
+		{`[1, "x"]`, false},
+		{`[1, "y", _]`, false},
+		{`[1, "x", err:"ERR other"]`, false},
+		{`[1, "x", "ERR sluice"]`, false}, // a bulk string is not an error
+		{`[ok:"1", "x", _]`, false},       // nor is a status an integer
+	} {
+		if m := verify.MustParseReply(c.want).Match(got); m != c.match {
+			t.Errorf("%s matches %s: %v, want %v", c.want, got, m, c.match)
+		}
+	}
+}
+
+func TestNormalizeError(t *testing.T) {
+	in := "ERR user_script:3: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:3."
+	if got := verify.NormalizeError(in); got != "ERR user_script:3: boom" {
+		t.Errorf("NormalizeError = %q", got)
+	}
+	// SameReply compares Lua runtime errors by code and location only,
+	// since Lua implementations word them differently.
+	a := verify.Err("ERR user_script:3: attempt to perform arithmetic on local 'x' (a nil value) script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:3.")
+	b := verify.Err("ERR user_script:3: attempt to perform arithmetic on a nil value")
+	c := verify.Err("ERR user_script:4: attempt to perform arithmetic on a nil value")
+	if !verify.SameReply(a, b) || verify.SameReply(b, c) {
+		t.Errorf("SameReply: same location %v (want true), other line %v (want false)", verify.SameReply(a, b), verify.SameReply(b, c))
+	}
+}
+
+func FuzzParseReply(f *testing.F) {
+	for _, s := range []string{`[1, "a", nil, ok:"x", err:"y", _]`, `-1`, `"\u00e9"`, `[[[]]]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := verify.ParseReply(s)
+		if err != nil {
+			return
+		}
+		// What parses prints back to text that parses to the same reply.
+		again, err := verify.ParseReply(r.String())
+		if err != nil {
+			t.Fatalf("ParseReply(%q) printed %s, which does not parse: %v", s, r, err)
+		}
+		if again.String() != r.String() {
+			t.Fatalf("round trip of %q: %s then %s", s, r, again)
+		}
+	})
+}

@@ -1,0 +1,419 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of running steps on one or more environments.
+type Report struct {
+	Script   string   // the script's path, as given
+	StepFile string   // the step file's path, when the steps came from one
+	Envs     []string // names of the environments, the reference first
+	Steps    int      // steps run
+	Failures []Failure
+	// Notes says what was not compared and why (a real server cannot
+	// follow the clock of a step that reads TIME).
+	Notes []string
+}
+
+// OK reports whether every step passed on every environment and the
+// environments agreed.
+func (r *Report) OK() bool { return len(r.Failures) == 0 }
+
+// Failure is one expectation a step did not meet, or one disagreement
+// between environments.
+type Failure struct {
+	Step *Step
+	Env  string // the environment; "A vs B" for a disagreement
+	What string // what was compared: "reply", "ttl KEY", the command of an expect, "keys"...
+	Want string
+	Got  string
+	Keys []string // the call's KEYS and ARGV, expanded
+	Args []string
+	At   time.Time
+}
+
+// String formats the failure on several lines for people.
+func (f Failure) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %q on %s: %s differs\n", f.Step.Name, f.Env, f.What)
+	fmt.Fprintf(&b, "    at:       %s (+%v)\n", f.At.Format(time.RFC3339Nano), f.Step.At)
+	fmt.Fprintf(&b, "    keys:     %s\n", quoteWords(f.Keys))
+	fmt.Fprintf(&b, "    args:     %s\n", quoteWords(f.Args))
+	if strings.Contains(f.Env, " vs ") {
+		a, c, _ := strings.Cut(f.Env, " vs ")
+		fmt.Fprintf(&b, "    %s: %s\n", a, f.Want)
+		fmt.Fprintf(&b, "    %s: %s", c, f.Got)
+	} else {
+		fmt.Fprintf(&b, "    expected: %s\n", f.Want)
+		fmt.Fprintf(&b, "    actual:   %s", f.Got)
+	}
+	return b.String()
+}
+
+func quoteWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\"\\") || !strconv.IsPrint(rune(w[0])) {
+			w = strconv.Quote(w)
+		}
+		q[i] = w
+	}
+	return strings.Join(q, " ")
+}
+
+// RunStepFile runs the step file of the script at path (see StepFilePath)
+// on every env, as RunSteps does.
+func RunStepFile(ctx context.Context, path string, envs ...Env) (*Report, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	sf, err := ReadStepFile(StepFilePath(path))
+	if err != nil {
+		return nil, err
+	}
+	r, err := RunSteps(ctx, string(src), sf.Steps, envs...)
+	if r != nil {
+		r.Script, r.StepFile = path, sf.Path
+	}
+	return r, err
+}
+
+// RunSteps resets every env, then runs each step on all of them in
+// lockstep: it sets the clock, runs the step's commands, calls the script
+// and checks the reply, TTLs and expectations of the step. With several
+// envs it is also a differential test: after each step, every env's reply
+// and keyspace (keys, types, contents, TTLs) must equal the first env's.
+//
+// On an env without a virtual clock (a real server), key expiry is kept in
+// step with a reference sandbox (the first Sandbox among envs, else one
+// run alongside): before each step, keys the sandbox has let expire are
+// deleted and the others get its remaining TTL, rounded up to whole
+// milliseconds. A step whose script reads TIME cannot follow the step time
+// there: its checks are skipped on that env, which is left out of
+// comparisons from then on, with a note. Which steps read TIME is learnt
+// from the sandbox run.
+//
+// The error result is for failures to run (I/O, a closed env); what the
+// steps find is in the Report.
+func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*Report, error) {
+	rep := &Report{}
+	for _, e := range envs {
+		rep.Envs = append(rep.Envs, e.Name())
+	}
+	var probe *Sandbox
+	needProbe := false
+	for _, e := range envs {
+		if sb, ok := e.(*Sandbox); ok && probe == nil {
+			probe = sb
+		}
+		if !e.VirtualClock() {
+			needProbe = true
+		}
+	}
+	all := envs
+	ownProbe := false
+	if needProbe && probe == nil {
+		sb, err := NewSandbox()
+		if err != nil {
+			return nil, err
+		}
+		defer sb.Close()
+		probe, ownProbe = sb, true
+		all = append([]Env{sb}, envs...)
+	}
+	for _, e := range all {
+		if err := e.Reset(ctx); err != nil {
+			return nil, fmt.Errorf("verify: reset %s: %w", e.Name(), err)
+		}
+	}
+	diverged := make([]bool, len(envs))
+	for _, st := range steps {
+		at := StartTime.Add(st.At)
+		keys, args := Expand(st.Keys, at), Expand(st.Args, at)
+		fail := func(env, what, want, got string) {
+			rep.Failures = append(rep.Failures, Failure{Step: st, Env: env, What: what, Want: want, Got: got, Keys: keys, Args: args, At: at})
+		}
+		for _, e := range all {
+			var err error
+			if c, ok := e.(virtualSetter); ok && needProbe {
+				c.setVirtualTime(at) // syncExpiry moves the TTLs
+			} else {
+				err = e.SetTime(ctx, at)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("verify: set time on %s: %w", e.Name(), err)
+			}
+		}
+		// The reference's keys and TTLs at this instant, before the step.
+		var expiries map[string]time.Duration
+		if needProbe {
+			expiries = probe.expiries()
+		}
+		if ownProbe {
+			if _, err := execStep(ctx, probe, script, st, at, keys, args); err != nil {
+				return nil, err
+			}
+		}
+		replies := make([]Reply, len(envs))
+		for i, e := range envs {
+			if !e.VirtualClock() && !diverged[i] {
+				if err := syncExpiry(ctx, expiries, e); err != nil {
+					return nil, err
+				}
+			}
+			r, err := execStep(ctx, e, script, st, at, keys, args)
+			if err != nil {
+				return nil, err
+			}
+			replies[i] = r
+		}
+		readsTime := probe != nil && calledTime(probe.LastRun())
+		states := make([][]KeyState, len(envs))
+		for i, e := range envs {
+			if diverged[i] {
+				continue
+			}
+			if readsTime && !e.VirtualClock() {
+				diverged[i] = true
+				rep.Notes = append(rep.Notes, fmt.Sprintf("step %q reads TIME, which %s cannot set: not checked there from this step on (pass the time as an argument, e.g. $now)", st.Name, e.Name()))
+				continue
+			}
+			tol := time.Duration(0)
+			if !e.VirtualClock() {
+				tol = TTLTolerance
+			}
+			if st.Reply != nil && !st.Reply.Match(replies[i]) {
+				fail(e.Name(), "reply", st.Reply.String(), replies[i].String())
+			}
+			for _, tc := range st.TTLs {
+				r, err := e.Do(ctx, "PTTL", tc.Key)
+				if err != nil {
+					return nil, err
+				}
+				if r.Kind != KindInt || !ttlMatches(tc.PTTL, r.Int, tol) {
+					fail(e.Name(), "ttl "+tc.Key, strconv.FormatInt(tc.PTTL, 10), r.String())
+				}
+			}
+			for _, ex := range st.Expects {
+				r, err := e.Do(ctx, Expand(ex.Args, at)...)
+				if err != nil {
+					return nil, err
+				}
+				if !ex.Reply.Match(r) {
+					fail(e.Name(), strings.Join(ex.Args, " "), ex.Reply.String(), r.String())
+				}
+			}
+			if len(envs) > 1 {
+				s, err := Snapshot(ctx, e)
+				if err != nil {
+					return nil, err
+				}
+				states[i] = s
+			}
+		}
+		// Differential: every env against the first one still compared.
+		ref := -1
+		for i := range envs {
+			if diverged[i] {
+				continue
+			}
+			if ref < 0 {
+				ref = i
+				continue
+			}
+			pair := envs[ref].Name() + " vs " + envs[i].Name()
+			if !SameReply(replies[ref], replies[i]) {
+				fail(pair, "reply", replies[ref].String(), replies[i].String())
+			}
+			tol := time.Duration(0)
+			if !envs[ref].VirtualClock() || !envs[i].VirtualClock() {
+				tol = TTLTolerance
+			}
+			if d := diffStates(states[ref], states[i], tol); d != "" {
+				fail(pair, "keyspace", formatStates(states[ref]), formatStates(states[i])+"\n    difference: "+d)
+			}
+		}
+		rep.Steps++
+	}
+	return rep, nil
+}
+
+// execStep runs the step's commands on env and calls the script.
+func execStep(ctx context.Context, env Env, script string, st *Step, at time.Time, keys, args []string) (Reply, error) {
+	for _, c := range st.Do {
+		r, err := env.Do(ctx, Expand(c.Args, at)...)
+		if err != nil {
+			return Reply{}, err
+		}
+		if r.Kind == KindError {
+			return Reply{}, fmt.Errorf("verify: step %q: do %s on %s: %s", st.Name, strings.Join(c.Args, " "), env.Name(), r.Str)
+		}
+	}
+	r, err := env.Eval(ctx, script, keys, args)
+	if err != nil {
+		return Reply{}, fmt.Errorf("verify: step %q on %s: %w", st.Name, env.Name(), err)
+	}
+	return r, nil
+}
+
+// syncExpiry makes the expiry of every key on a real server follow the
+// reference sandbox's keys and TTLs (ttls) at the step's instant, before
+// the step runs: keys the reference has let expire are deleted, the others
+// get the reference's remaining TTL rounded up to a whole millisecond, plus
+// syncCushion. A real server counts TTLs in milliseconds of its own clock,
+// which keeps running while the virtual clock stands still; without this, a
+// step a few microseconds before an expiry, or two steps at the same
+// instant, would depend on the server's timing.
+// virtualSetter is an env whose clock RunSteps moves without its own TTL
+// emulation, because syncExpiry keeps its TTLs instead.
+type virtualSetter interface {
+	setVirtualTime(t time.Time)
+}
+
+// syncCushion is how much longer than on the reference a key may live on a
+// real server between steps; TTLTolerance covers it in comparisons.
+const syncCushion = 20 * time.Millisecond
+
+func syncExpiry(ctx context.Context, ttls map[string]time.Duration, env Env) error {
+	r, err := env.Do(ctx, "KEYS", "*")
+	if err != nil {
+		return err
+	}
+	for _, k := range r.Elems {
+		if _, ok := ttls[k.Str]; !ok {
+			if _, err := env.Do(ctx, "DEL", k.Str); err != nil {
+				return err
+			}
+		}
+	}
+	for k, d := range ttls {
+		cmd := []string{"PERSIST", k}
+		if d > 0 {
+			ms := (d + syncCushion + time.Millisecond - 1) / time.Millisecond
+			cmd = []string{"PEXPIRE", k, strconv.FormatInt(int64(ms), 10)}
+		}
+		if _, err := env.Do(ctx, cmd...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func calledTime(run *Run) bool {
+	if run == nil {
+		return false
+	}
+	for _, c := range run.Calls {
+		if c.Name() == "TIME" {
+			return true
+		}
+	}
+	return false
+}
+
+// ttlMatches compares an expected PTTL with the one read. On a real
+// server (tol > 0) TTLs run in real time and follow the virtual clock by
+// whole milliseconds, with a cushion (see syncExpiry): the one read may be
+// up to tol away.
+func ttlMatches(want, got int64, tol time.Duration) bool {
+	if want < 0 || got < 0 {
+		return want == got
+	}
+	return pttlClose(want, got, tol)
+}
+
+var luaErrLocation = regexp.MustCompile(`^(.*?user_script:\d+:)`)
+
+// SameReply reports whether two environments' replies agree. Error texts
+// are compared after NormalizeError; for Lua runtime errors, whose wording
+// differs between Lua implementations, only the error code and the
+// location (user_script:LINE:) are compared.
+func SameReply(a, b Reply) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	switch a.Kind {
+	case KindError:
+		x, y := NormalizeError(a.Str), NormalizeError(b.Str)
+		if x == y {
+			return true
+		}
+		lx, ly := luaErrLocation.FindString(x), luaErrLocation.FindString(y)
+		return lx != "" && lx == ly
+	case KindArray:
+		if len(a.Elems) != len(b.Elems) {
+			return false
+		}
+		for i := range a.Elems {
+			if !SameReply(a.Elems[i], b.Elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a.Equal(b)
+}
+
+// diffStates describes the first difference between two keyspaces, or
+// returns "".
+func diffStates(a, b []KeyState, tol time.Duration) string {
+	am := map[string]KeyState{}
+	for _, k := range a {
+		am[k.Key] = k
+	}
+	bm := map[string]KeyState{}
+	for _, k := range b {
+		bm[k.Key] = k
+	}
+	for _, x := range a {
+		y, ok := bm[x.Key]
+		if !ok {
+			return fmt.Sprintf("key %q missing from the second", x.Key)
+		}
+		if x.Type != y.Type {
+			return fmt.Sprintf("key %q is a %s, then a %s", x.Key, x.Type, y.Type)
+		}
+		if x.Value != y.Value {
+			return fmt.Sprintf("key %q holds %s, then %s", x.Key, x.Value, y.Value)
+		}
+		if !pttlClose(x.PTTL, y.PTTL, tol) {
+			return fmt.Sprintf("key %q has PTTL %d, then %d", x.Key, x.PTTL, y.PTTL)
+		}
+	}
+	for _, y := range b {
+		if _, ok := am[y.Key]; !ok {
+			return fmt.Sprintf("key %q missing from the first", y.Key)
+		}
+	}
+	return ""
+}
+
+func pttlClose(a, b int64, tol time.Duration) bool {
+	if a < 0 || b < 0 {
+		return a == b
+	}
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d <= tol.Milliseconds()
+}
+
+func formatStates(s []KeyState) string {
+	if len(s) == 0 {
+		return "(no keys)"
+	}
+	parts := make([]string, len(s))
+	for i, k := range s {
+		parts[i] = fmt.Sprintf("%s %s %s pttl=%d", strconv.Quote(k.Key), k.Type, k.Value, k.PTTL)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,292 @@
+package verify
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/gen"
+)
+
+// A step file sits beside its script (gcra.lua → gcra.steps.txtar) and
+// lists calls of the script at fixed instants with what they must return.
+// It is a txtar archive: free text, then one section per step, named by its
+// "-- name --" line. In a section, one directive per line:
+//
+//	at 1.5s                    time of the step: a Go duration after StartTime (2024-01-01T00:00:00Z); never backwards
+//	keys {user:1}:gcra         KEYS of the call
+//	args 10 1000000 $now       ARGV of the call
+//	do SET k v                 a command run before the call (repeatable)
+//	reply [1, 9, 0, 100000]    the reply the call must return
+//	ttl {user:1}:gcra 100      the PTTL in ms a key must have after the call (-1: no TTL, -2: no key)
+//	expect HGET k f => "7"     a command run after the call and the reply it must return
+//
+// at, keys and args carry over from the previous step when left out; a
+// step without reply does not check it. Arguments are separated by spaces;
+// quote one with Go syntax ("a b", "" for an empty one). In keys, args and
+// commands, $now is replaced by the step time in µs since the Unix epoch,
+// $now_ms and $now_s by the same in ms and s. Lines starting with # are
+// comments.
+//
+// Replies are written 42, "bulk", nil, ok:"OK" (status), err:"ERR text"
+// (error: matches an error starting with the text), [1, "a"] (array), and
+// _ matches anything.
+
+// StepFile is a parsed step file.
+type StepFile struct {
+	Path  string
+	Doc   string // the text before the first step
+	Steps []*Step
+}
+
+// Step is one call of a script and what it must do.
+type Step struct {
+	Name    string
+	Line    int           // line of the step's header in the step file
+	At      time.Duration // time of the step, after StartTime
+	Keys    []string      // may hold $now placeholders
+	Args    []string      // may hold $now placeholders
+	Do      []Command     // commands run before the call
+	Reply   *Reply        // expected reply (a pattern); nil: not checked
+	TTLs    []TTLCheck
+	Expects []Command // commands run after the call, with their expected replies
+}
+
+// Command is a command in a step, with the reply it must return when it is
+// an expectation.
+type Command struct {
+	Args  []string
+	Reply Reply
+	Line  int
+}
+
+// TTLCheck is the PTTL a key must have after a step: milliseconds, -1 for
+// no TTL, -2 for a missing key.
+type TTLCheck struct {
+	Key  string
+	PTTL int64
+	Line int
+}
+
+// StepFilePath returns the step file of a script: NAME.steps.txtar beside
+// NAME.lua.
+func StepFilePath(script string) string {
+	return strings.TrimSuffix(script, ".lua") + ".steps.txtar"
+}
+
+// ReadStepFile reads and parses a step file.
+func ReadStepFile(path string) (*StepFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	return ParseStepFile(path, data)
+}
+
+// ParseStepFile parses a step file. On failure the error is a
+// gen.ErrorList holding every problem, each as path:LINE:COL: message.
+func ParseStepFile(path string, data []byte) (*StepFile, error) {
+	sf := &StepFile{Path: path}
+	var errs gen.ErrorList
+	add := func(line, col int, format string, args ...any) {
+		errs = append(errs, &gen.Error{Path: path, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+	}
+	if !utf8.Valid(data) {
+		add(1, 1, "step file is not valid UTF-8")
+		return nil, errs
+	}
+	lines := strings.Split(string(data), "\n")
+	var doc []string
+	var cur *Step
+	var prev *Step
+	seenReply := false
+	names := map[string]int{}
+	for i, raw := range lines {
+		lineNo := i + 1
+		text := strings.TrimRight(raw, "\r")
+		if name, ok := stepHeader(text); ok {
+			if cur != nil {
+				sf.Steps = append(sf.Steps, cur)
+				prev = cur
+			}
+			cur = &Step{Name: name, Line: lineNo}
+			if prev != nil {
+				cur.At, cur.Keys, cur.Args = prev.At, prev.Keys, prev.Args
+			}
+			if first, dup := names[name]; dup {
+				add(lineNo, 4, "step %q already defined on line %d", name, first)
+			}
+			names[name] = lineNo
+			seenReply = false
+			continue
+		}
+		if cur == nil {
+			doc = append(doc, text)
+			continue
+		}
+		trimmed := strings.TrimLeft(text, " \t")
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		col := len(text) - len(trimmed) + 1
+		directive, rest, _ := strings.Cut(trimmed, " ")
+		rest = strings.TrimSpace(rest)
+		restCol := col + len(trimmed) - len(strings.TrimLeft(trimmed[len(directive):], " \t"))
+		switch directive {
+		case "at":
+			d, err := parseAt(rest)
+			if err != nil {
+				add(lineNo, restCol, "%v", err)
+				continue
+			}
+			if prev != nil && d < prev.At {
+				add(lineNo, restCol, "time goes backwards: %v is before the previous step's %v", d, prev.At)
+				continue
+			}
+			cur.At = d
+		case "keys", "args":
+			words, err := splitWords(rest)
+			if err != nil {
+				add(lineNo, restCol, "%v", err)
+				continue
+			}
+			if directive == "keys" {
+				cur.Keys = words
+			} else {
+				cur.Args = words
+			}
+		case "do":
+			words, err := splitWords(rest)
+			if err != nil || len(words) == 0 {
+				add(lineNo, restCol, "do needs a command: do CMD ARG...")
+				continue
+			}
+			cur.Do = append(cur.Do, Command{Args: words, Line: lineNo})
+		case "reply":
+			if seenReply {
+				add(lineNo, col, "reply given twice in step %q", cur.Name)
+				continue
+			}
+			seenReply = true
+			r, err := ParseReply(rest)
+			if err != nil {
+				add(lineNo, restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
+				continue
+			}
+			cur.Reply = &r
+		case "ttl":
+			words, err := splitWords(rest)
+			if err != nil || len(words) != 2 {
+				add(lineNo, restCol, "ttl needs a key and milliseconds: ttl KEY MS (-1: no TTL, -2: no key)")
+				continue
+			}
+			n, err := strconv.ParseInt(words[1], 10, 64)
+			if err != nil || n < -2 {
+				add(lineNo, restCol, "ttl %q: want milliseconds, -1 (no TTL) or -2 (no key)", words[1])
+				continue
+			}
+			cur.TTLs = append(cur.TTLs, TTLCheck{Key: words[0], PTTL: n, Line: lineNo})
+		case "expect":
+			cmdText, replyText, found := strings.Cut(rest, "=>")
+			words, err := splitWords(strings.TrimSpace(cmdText))
+			if !found || err != nil || len(words) == 0 {
+				add(lineNo, restCol, "expect needs a command and a reply: expect CMD ARG... => REPLY")
+				continue
+			}
+			r, err := ParseReply(strings.TrimSpace(replyText))
+			if err != nil {
+				add(lineNo, restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
+				continue
+			}
+			cur.Expects = append(cur.Expects, Command{Args: words, Reply: r, Line: lineNo})
+		default:
+			add(lineNo, col, "unknown directive %q; want at, keys, args, do, reply, ttl or expect", directive)
+		}
+	}
+	if cur != nil {
+		sf.Steps = append(sf.Steps, cur)
+	}
+	if len(sf.Steps) == 0 && len(errs) == 0 {
+		add(1, 1, "no steps: each step starts with a line -- NAME --")
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	sf.Doc = strings.TrimSpace(strings.Join(doc, "\n"))
+	return sf, nil
+}
+
+// stepHeader recognises a txtar file marker "-- NAME --".
+func stepHeader(line string) (string, bool) {
+	if !strings.HasPrefix(line, "-- ") || !strings.HasSuffix(line, " --") || len(line) < 7 {
+		return "", false
+	}
+	name := strings.TrimSpace(line[3 : len(line)-3])
+	return name, name != ""
+}
+
+func parseAt(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, fmt.Errorf("at needs a time: a Go duration after the start, such as 0, 250ms or 1.5s")
+	}
+	if s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("at %q: want a Go duration such as 0, 250ms, 1.5s or 100us", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("at %q: the time cannot be negative", s)
+	}
+	return d, nil
+}
+
+// splitWords splits s on spaces; a word in double quotes or backquotes is
+// unquoted with Go syntax.
+func splitWords(s string) ([]string, error) {
+	words := []string{}
+	for {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return words, nil
+		}
+		if s[0] == '"' || s[0] == '`' {
+			q, err := strconv.QuotedPrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("unterminated or malformed quoted argument %s", s)
+			}
+			w, _ := strconv.Unquote(q)
+			words = append(words, w)
+			s = s[len(q):]
+			continue
+		}
+		i := strings.IndexAny(s, " \t")
+		if i < 0 {
+			i = len(s)
+		}
+		words = append(words, s[:i])
+		s = s[i:]
+	}
+}
+
+// Expand replaces $now, $now_ms and $now_s in each word with the time t in
+// µs, ms and s since the Unix epoch.
+func Expand(words []string, t time.Time) []string {
+	if words == nil {
+		return nil
+	}
+	r := strings.NewReplacer(
+		"$now_ms", strconv.FormatInt(t.UnixMilli(), 10),
+		"$now_s", strconv.FormatInt(t.Unix(), 10),
+		"$now", strconv.FormatInt(t.UnixMicro(), 10),
+	)
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = r.Replace(w)
+	}
+	return out
+}

@@ -1,0 +1,11 @@
+-- Takes a token.
+--
+-- @script take
+-- @key bucket    the tokens
+-- @key audit     an audit log
+-- @arg cost int  tokens to take
+-- @return left int
+
+local left = redis.call('DECRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], 1000)
+return {left}
