@@ -68,7 +68,7 @@ var ErrInvalidLimit = errors.New("sluice: invalid limit")
 const (
 	maxPeriod = (1 << 50) * time.Microsecond // about 35 years
 	maxRate   = 1 << 40
-	maxExact  = 1 << 52 // bound on Burst×Period (µs) and, for the sliding window counter, Rate×Period
+	maxExact  = 1 << 52 // bound on Burst×Period/gcd(Rate, Period) (µs) and, for the sliding window counter, Rate×Period
 )
 
 // MaxCost is the largest cost AllowN accepts.
@@ -166,8 +166,8 @@ func (l Limit) Validate() error {
 		}
 	}
 	switch {
-	case (l.Algorithm == AlgTokenBucket || l.Algorithm == AlgGCRA) && l.Burst > maxExact/l.periodMicros():
-		return bad("%s: burst × period must not exceed 2^52 µs (burst %d over %v); shorten the period or lower the burst", l.Algorithm, l.Burst, l.Period)
+	case (l.Algorithm == AlgTokenBucket || l.Algorithm == AlgGCRA) && l.Burst > maxExact/(l.periodMicros()/gcd(l.Rate, l.periodMicros())):
+		return bad("%s: burst × period / gcd(rate, period) must not exceed 2^52 (burst %d, rate %d over %v); lower the burst or use a rate that divides the period more evenly", l.Algorithm, l.Burst, l.Rate, l.Period)
 	case l.Algorithm == AlgSlidingWindow && l.Rate > maxExact/l.periodMicros():
 		return bad("%s: rate × period must not exceed 2^52 µs (rate %d over %v); shorten the period or lower the rate", l.Algorithm, l.Rate, l.Period)
 	}
@@ -214,3 +214,10 @@ func formatPeriod(d time.Duration) string {
 
 // periodMicros is Period in whole microseconds.
 func (l Limit) periodMicros() int64 { return int64(l.Period / time.Microsecond) }
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

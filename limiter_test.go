@@ -31,8 +31,9 @@ func TestLimitValidation(t *testing.T) {
 		{"period negative", func() (Limit, error) { return TokenBucket(10, -time.Second, 5) }, "period must be at least 1µs"},
 		{"period sub-µs", func() (Limit, error) { return FixedWindow(10, 1500*time.Nanosecond) }, "not a whole number of microseconds"},
 		{"period huge", func() (Limit, error) { return FixedWindow(10, 200*365*24*time.Hour) }, "above the maximum"},
-		{"gcra burst×period too big", func() (Limit, error) { return GCRA(1_000_000, 24*time.Hour, 1_000_000) }, "burst × period must not exceed 2^52"},
-		{"bucket burst×period too big", func() (Limit, error) { return TokenBucket(1, 24*time.Hour, 60_000) }, "burst × period must not exceed 2^52"},
+		{"gcra million per day", func() (Limit, error) { return GCRA(1_000_000, 24*time.Hour, 1_000_000) }, ""},
+		{"gcra burst×period too big", func() (Limit, error) { return GCRA(7, 24*time.Hour, 1_000_000) }, "burst × period / gcd(rate, period) must not exceed 2^52"},
+		{"bucket burst×period too big", func() (Limit, error) { return TokenBucket(1, 24*time.Hour, 60_000) }, "burst × period / gcd(rate, period) must not exceed 2^52"},
 		{"sliding window rate×period too big", func() (Limit, error) { return SlidingWindow(100_000, 24*time.Hour) }, "rate × period must not exceed 2^52"},
 		{"gcra at the bound", func() (Limit, error) { return GCRA(50_000, 24*time.Hour, 50_000) }, ""},
 		{"burst 0", func() (Limit, error) { return GCRA(10, time.Second, 0) }, "burst must be at least 1, got 0"},
@@ -461,5 +462,26 @@ func TestLimiterOnRealRedisAndCluster(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLimitBoundsMatchScripts: every limit Validate accepts near the
+// arithmetic bounds is also accepted by its script (a refusal would surface
+// as an ErrInvalidLimit error here).
+func TestLimitBoundsMatchScripts(t *testing.T) {
+	m := miniredis.RunT(t)
+	l, _ := New(miniClient(t, m), WithFailurePolicy(FailClosed), WithClock(func() time.Time { return time.Unix(1_800_000_000, 0) }))
+	for _, lim := range []Limit{
+		Must(GCRA(1_000_000, 24*time.Hour, 1_000_000)),
+		Must(GCRA(3, 24*time.Hour, 52_000)),
+		Must(TokenBucket(1_000_000, 24*time.Hour, 1_000_000)),
+		Must(SlidingWindow(52_000, 24*time.Hour)),
+		Must(FixedWindow(maxRate, maxPeriod)),
+		Must(SlidingLog(10, maxPeriod)),
+	} {
+		r, err := l.AllowN(context.Background(), "bounds", lim, 1)
+		if err != nil || r.Degraded || !r.Allowed {
+			t.Errorf("%s: %+v, %v", lim.Name, r, err)
+		}
 	}
 }
