@@ -38,4 +38,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // subcommands maps a subcommand name to its entry point. The arguments
 // passed exclude the subcommand name.
-var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{}
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"vet":  cmdVet,
+	"test": cmdTest,
+}

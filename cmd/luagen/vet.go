@@ -6,7 +6,6 @@ import (
 	"github.com/sluice-go/sluice/verify"
 )
 
-func init() { subcommands["vet"] = cmdVet }
 
 // cmdVet is "luagen vet DIR|FILE...": it lints Redis Lua scripts offline
 // (see verify.VetCommand).
