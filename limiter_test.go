@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/verify"
 )
 
 func TestLimitValidation(t *testing.T) {
@@ -111,27 +112,6 @@ func TestIdentityTag(t *testing.T) {
 	}
 }
 
-// slot is the Redis Cluster hash slot of key (CRC16/XMODEM of the hash tag).
-func slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
-
 func FuzzKey(f *testing.F) {
 	for _, s := range []string{"user-1", "", "{", "}", "{a}", "a}{b", "\x00\xff", "~abc", strings.Repeat("z", 100)} {
 		f.Add(s, "other")
@@ -146,7 +126,7 @@ func FuzzKey(f *testing.F) {
 			t.Fatalf("tag %q of %q has braces or is too long", tag, a)
 		}
 		// Every key of one identity lands in the slot of its tag.
-		if slot(ka) != slot(key("sluice", a, "all:x+y")) || slot(ka) != slot("{"+tag+"}") {
+		if verify.Slot(ka) != verify.Slot(key("sluice", a, "all:x+y")) || verify.Slot(ka) != verify.Slot("{"+tag+"}") {
 			t.Fatalf("keys of %q are in different slots", a)
 		}
 	})
