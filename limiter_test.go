@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -462,6 +463,62 @@ func TestLimitBoundsMatchScripts(t *testing.T) {
 		r, err := l.AllowN(context.Background(), "bounds", lim, 1)
 		if err != nil || r.Degraded || !r.Allowed {
 			t.Errorf("%s: %+v, %v", lim.Name, r, err)
+		}
+	}
+}
+
+// commandLog wraps a client and records the name of every command sent.
+type commandLog struct {
+	rueidis.Client
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *commandLog) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.mu.Lock()
+	c.names = append(c.names, cmd.Commands()[0])
+	c.mu.Unlock()
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *commandLog) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.names
+	c.names = nil
+	return out
+}
+
+// TestOneEvalshaPerDecision: once the scripts are loaded, every decision is
+// exactly one EVALSHA round trip, multi-limit and concurrency calls included.
+func TestOneEvalshaPerDecision(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	log := &commandLog{Client: miniClient(t, m)}
+	l, _ := New(log)
+	conc := Must(Concurrency(3, time.Minute))
+	var lease Lease
+	decisions := []struct {
+		name   string
+		decide func()
+	}{
+		{"fixed window", func() { l.Allow(ctx, "u", Must(FixedWindow(5, time.Second))) }},
+		{"sliding log", func() { l.Allow(ctx, "u", Must(SlidingLog(5, time.Second))) }},
+		{"sliding window", func() { l.AllowN(ctx, "u", Must(SlidingWindow(5, time.Second)), 2) }},
+		{"token bucket", func() { l.Peek(ctx, "u", Must(TokenBucket(5, time.Second, 5))) }},
+		{"gcra", func() { l.Allow(ctx, "u", Must(GCRA(5, time.Second, 5))) }},
+		{"allow all", func() { l.AllowAll(ctx, "u", 1, Must(GCRA(5, time.Second, 5)), Must(GCRA(50, time.Hour, 50))) }},
+		{"acquire", func() { lease, _, _ = l.Acquire(ctx, "u", conc) }},
+		{"release", func() { l.Release(ctx, lease) }},
+	}
+	for _, d := range decisions {
+		d.decide() // the first call may load the script (EVALSHA, then EVAL)
+	}
+	log.take()
+	for _, d := range decisions {
+		d.decide()
+		if got := log.take(); len(got) != 1 || got[0] != "EVALSHA" {
+			t.Errorf("%s: sent %v, want exactly one EVALSHA", d.name, got)
 		}
 	}
 }
