@@ -32,41 +32,52 @@ func serverTime(ctx context.Context, t *testing.T, b backend) int64 {
 // Redis TIME as sec*1e6+usec: on miniredis and the sandbox exactly the
 // clock the test set, on a real server an instant between two TIME calls around the script.
 func TestServerClock(t *testing.T) {
+	// Every state outlives the test's reads by far (TTLs of 100 s), so a
+	// loaded machine cannot expire a key between the script and the check.
+	const P = 10_000_000 // 10 s windows
 	cases := []struct {
 		script string
 		args   []string
-		// used extracts the now the script used from the key.
-		used func(ctx context.Context, t *testing.T, b backend, key string) int64
+		// used extracts the now the script used from its reply and key.
+		used func(ctx context.Context, t *testing.T, b backend, key string, reply []int64) int64
 	}{
-		{"fixed_window", []string{"5", "1", "1", ""}, hashField("w", 0)}, // 1 µs windows: w = now
-		{"sliding_log", []string{"5", "1000", "1", ""}, func(ctx context.Context, t *testing.T, b backend, key string) int64 {
+		// reset_after = (w+1)·P − now in the window w it wrote.
+		{"fixed_window", []string{"5", "10000000", "1", ""}, windowNow("w", P, 1)},
+		{"sliding_log", []string{"5", "100000000", "1", ""}, func(ctx context.Context, t *testing.T, b backend, key string, _ []int64) int64 {
 			v, err := b.Do(ctx, "ZRANGE", key, "0", "0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			member := v.([]any)[0].(string)
+			arr, _ := v.([]any)
+			if len(arr) != 1 {
+				t.Fatalf("ZRANGE %s = %#v", key, v)
+			}
+			member := arr[0].(string)
 			n, err := strconv.ParseInt(strings.TrimSuffix(member, ":1"), 10, 64)
 			if err != nil {
 				t.Fatalf("member %q", member)
 			}
 			return n
 		}},
-		{"sliding_window", []string{"5", "1", "1", ""}, hashField("w", 0)},
-		{"token_bucket", []string{"1", "1000", "5", "1", ""}, hashField("t", 0)},
-		{"gcra", []string{"1", "1000", "5", "1", ""}, hashField("tat", -1000)},
-		{"concurrency_acquire", []string{"2", "1000", "a", ""}, func(ctx context.Context, t *testing.T, b backend, key string) int64 {
+		// reset_after = (w+2)·P − now: the count leaves the next window.
+		{"sliding_window", []string{"5", "10000000", "1", ""}, windowNow("w", P, 2)},
+		// 100,000 tokens at 1 per ms take 100 s to refill.
+		{"token_bucket", []string{"1", "1000", "1000000", "100000", ""}, hashField("t", 0)},
+		{"gcra", []string{"1", "1000", "1000000", "100000", ""}, hashField("tat", -100_000_000)},
+		{"concurrency_acquire", []string{"2", "100000000", "a", ""}, func(ctx context.Context, t *testing.T, b backend, key string, _ []int64) int64 {
 			v, err := b.Do(ctx, "ZSCORE", key, "a")
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := strconv.ParseFloat(v.(string), 64)
+			s, _ := v.(string)
+			f, err := strconv.ParseFloat(s, 64)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("ZSCORE %s a = %#v", key, v)
 			}
-			return int64(f) - 1000
+			return int64(f) - 100_000_000
 		}},
-		{"gcra_multi", []string{"1:1000:5", "1", ""}, hashField("1:1000:5", -1000)},
-		{"sliding_window_multi", []string{"5:1", "1", ""}, hashField("5:1", 0)},
+		{"gcra_multi", []string{"1:1000:1000000", "100000", ""}, hashField("1:1000:1000000", -100_000_000)},
+		{"sliding_window_multi", []string{"5:10000000", "1", ""}, windowNow("5:10000000", P, 2)},
 	}
 	for _, b := range backends(t) {
 		t.Run(b.Name(), func(t *testing.T) {
@@ -81,7 +92,11 @@ func TestServerClock(t *testing.T) {
 					t.Fatalf("%s: %v %v", tc.script, err, res.Err)
 				}
 				t1 := serverTime(ctx, t, b)
-				used := tc.used(ctx, t, b, key)
+				reply, err := res.ints()
+				if err != nil || len(reply) < 4 || reply[0] != 1 {
+					t.Fatalf("%s: reply %v, %v; want an admitted request", tc.script, reply, err)
+				}
+				used := tc.used(ctx, t, b, key, reply)
 				if b.Name() != "redis" { // a settable clock
 					if t0 != set || used != set {
 						t.Errorf("%s: used %d, want the clock set: %d", tc.script, used, set)
@@ -96,8 +111,8 @@ func TestServerClock(t *testing.T) {
 
 // hashField reads the integer prefix (before any ':') of a hash field, plus
 // add.
-func hashField(field string, add int64) func(ctx context.Context, t *testing.T, b backend, key string) int64 {
-	return func(ctx context.Context, t *testing.T, b backend, key string) int64 {
+func hashField(field string, add int64) func(ctx context.Context, t *testing.T, b backend, key string, reply []int64) int64 {
+	return func(ctx context.Context, t *testing.T, b backend, key string, _ []int64) int64 {
 		t.Helper()
 		v, err := b.Do(ctx, "HGET", key, field)
 		if err != nil {
@@ -110,5 +125,15 @@ func hashField(field string, add int64) func(ctx context.Context, t *testing.T, 
 			t.Fatalf("HGET %s %s = %#v", key, field, v)
 		}
 		return n + add
+	}
+}
+
+// windowNow recovers now from a window index stored in a hash field and the
+// reply's reset_after: reset_after = (w+k)·P − now.
+func windowNow(field string, period, k int64) func(ctx context.Context, t *testing.T, b backend, key string, reply []int64) int64 {
+	return func(ctx context.Context, t *testing.T, b backend, key string, reply []int64) int64 {
+		t.Helper()
+		w := hashField(field, 0)(ctx, t, b, key, reply)
+		return (w+k)*period - reply[3]
 	}
 }
