@@ -272,7 +272,39 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	if err := f.Render(&buf); err != nil {
 		return nil, fmt.Errorf("gen: rendering %s: %w", s.Path, err)
 	}
-	return buf.Bytes(), nil
+	return groupImports(buf.Bytes()), nil
+}
+
+// groupImports puts a blank line between the standard library imports and
+// the others, as goimports does, so the file is goimports-clean too. The
+// import paths are sorted already and the block holds only plain lines.
+func groupImports(src []byte) []byte {
+	start := bytes.Index(src, []byte("\nimport (\n"))
+	if start < 0 {
+		return src
+	}
+	start += len("\nimport (\n")
+	end := bytes.Index(src[start:], []byte("\n)\n"))
+	if end < 0 {
+		return src
+	}
+	lines := strings.Split(string(src[start:start+end]), "\n")
+	var std, other []string
+	for _, l := range lines {
+		path := strings.Trim(strings.TrimSpace(l), `"`)
+		if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+			other = append(other, l)
+		} else {
+			std = append(std, l)
+		}
+	}
+	if len(std) == 0 || len(other) == 0 {
+		return src
+	}
+	block := strings.Join(std, "\n") + "\n\n" + strings.Join(other, "\n")
+	out := append([]byte(nil), src[:start]...)
+	out = append(out, block...)
+	return append(out, src[start+end:]...)
 }
 
 func roSuffix(s *Script) string {

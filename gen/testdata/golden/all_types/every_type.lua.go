@@ -7,6 +7,7 @@ package scripts
 
 import (
 	"context"
+
 	"github.com/redis/rueidis"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
