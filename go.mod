@@ -8,9 +8,12 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/yuin/gopher-lua v1.1.2
+	go.opentelemetry.io/otel v1.46.0
+	go.opentelemetry.io/otel/metric v1.46.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect
 )

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
@@ -89,6 +91,7 @@ type config struct {
 	clock            func() time.Time
 	logger           *slog.Logger
 	now              func() time.Time // for the breaker and the local fallback
+	meterProvider    metric.MeterProvider
 }
 
 // Option configures a Limiter.
@@ -201,6 +204,7 @@ type Limiter struct {
 	cfg     config
 	breaker *breaker
 	local   *localFallback
+	metrics *metrics // nil: no metrics
 }
 
 // New returns a Limiter over client. For a real Redis, rueidis' client-side
@@ -229,8 +233,13 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	l := &Limiter{client: client, cfg: cfg}
+	m, err := newMetrics(cfg.meterProvider)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{client: client, cfg: cfg, metrics: m}
 	l.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, cfg.now, func(from, to breakerState) {
+		m.transition(to)
 		switch to {
 		case breakerOpen:
 			cfg.logger.Warn("sluice: Redis unavailable; circuit breaker open, failure policy decides",
@@ -278,13 +287,20 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, lim Limit, cost i
 	if lim.Algorithm == AlgConcurrency {
 		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, lim.Name)
 	}
+	start := time.Now()
 	k := l.Key(identity, lim)
 	call := rateCall(k, lim, cost, l.nowArg())
 	d, err := l.do(ctx, call, rateDecoder(lim.Algorithm))
+	var res Result
 	if err != nil {
-		return l.fallback(ctx, k, lim, cost, err)
+		if res, err = l.fallback(ctx, k, lim, cost, err); err != nil {
+			return res, err
+		}
+	} else {
+		res = d.result(lim)
 	}
-	return d.result(lim), nil
+	l.metrics.decision(ctx, res, start)
+	return res, nil
 }
 
 // AllowAll checks several limits of one identity (say 10 per second and
@@ -322,6 +338,7 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 			specs[i] = fmt.Sprintf("%d:%d", lim.Rate, lim.periodMicros())
 		}
 	}
+	start := time.Now()
 	k := key(l.cfg.prefix, identity, "all:"+strings.Join(names, "+"))
 	now := l.nowArg()
 	var call luart.Call
@@ -353,13 +370,16 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 				worst = r
 			}
 		}
+		l.metrics.decision(ctx, worst, start)
 		return worst, nil
 	}
 	bind := limits[0]
 	if d.limiting >= 1 && int(d.limiting) <= len(limits) {
 		bind = limits[d.limiting-1]
 	}
-	return d.result(bind), nil
+	res := d.result(bind)
+	l.metrics.decision(ctx, res, start)
+	return res, nil
 }
 
 // Reset forgets lim's state for identity: the whole quota is back.
@@ -394,6 +414,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 	if lim.Algorithm != AlgConcurrency {
 		return Lease{}, Result{}, fmt.Errorf("%w: Acquire needs a concurrency limit, got %s", ErrInvalidLimit, lim.Algorithm)
 	}
+	start := time.Now()
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
 	lease := Lease{ID: hex.EncodeToString(idb[:]), key: l.Key(identity, lim), limit: lim}
@@ -410,22 +431,26 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 		if errors.As(err, new(errRejected)) {
 			return Lease{}, Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, lim.Name, err)
 		}
+		l.metrics.failure(ctx, lim, err)
+		var res Result
 		switch l.cfg.policy {
 		case FailLocal:
-			res := l.local.acquire(lease.key, lim)
-			if !res.Allowed {
-				return Lease{}, res, nil
-			}
+			res = l.local.acquire(lease.key, lim)
 			lease.local = true
-			return lease, res, nil
 		case FailClosed:
-			return Lease{}, Result{Limit: lim, RetryAfter: l.cfg.breakerCooldown, Degraded: true}, nil
+			res = Result{Limit: lim, RetryAfter: l.cfg.breakerCooldown, Degraded: true}
 		default:
 			lease.local = true // nothing to release in Redis
-			return lease, Result{Allowed: true, Limit: lim, Remaining: lim.Rate - 1, Degraded: true}, nil
+			res = Result{Allowed: true, Limit: lim, Remaining: lim.Rate - 1, Degraded: true}
 		}
+		l.metrics.decision(ctx, res, start)
+		if !res.Allowed {
+			return Lease{}, res, nil
+		}
+		return lease, res, nil
 	}
 	res := d.result(lim)
+	l.metrics.decision(ctx, res, start)
 	if !res.Allowed {
 		return Lease{}, res, nil
 	}
@@ -579,6 +604,7 @@ func (l *Limiter) fallback(ctx context.Context, k string, lim Limit, cost int64,
 	if errors.As(err, new(errRejected)) {
 		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, lim.Name, err)
 	}
+	l.metrics.failure(ctx, lim, err)
 	switch l.cfg.policy {
 	case FailLocal:
 		return l.local.decide(k, lim, cost, l.cfg.now()), nil
@@ -587,4 +613,13 @@ func (l *Limiter) fallback(ctx context.Context, k string, lim Limit, cost int64,
 	default:
 		return Result{Allowed: true, Limit: lim, Remaining: max(0, max(lim.Rate, lim.Burst)-cost), Degraded: true}, nil
 	}
+}
+
+// isTimeout reports whether err is a deadline or network timeout.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -1,0 +1,144 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// recorder is a MeterProvider that keeps every counter add and histogram
+// record as "name{attributes}" → sum / count.
+type recorder struct {
+	noop.MeterProvider
+	mu     sync.Mutex
+	sums   map[string]int64
+	counts map[string]int
+}
+
+func newRecorder() *recorder {
+	return &recorder{sums: map[string]int64{}, counts: map[string]int{}}
+}
+
+func (r *recorder) Meter(string, ...metric.MeterOption) metric.Meter { return recMeter{r: r} }
+
+func (r *recorder) key(name string, opts []metric.AddOption) string {
+	set := metric.NewAddConfig(opts).Attributes()
+	var parts []string
+	for _, kv := range set.ToSlice() {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	sort.Strings(parts)
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+func (r *recorder) get(k string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sums[k]
+}
+
+type recMeter struct {
+	noop.Meter
+	r *recorder
+}
+
+func (m recMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return recCounter{r: m.r, name: name}, nil
+}
+
+func (m recMeter) Float64Histogram(name string, _ ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	return recHistogram{r: m.r, name: name}, nil
+}
+
+type recCounter struct {
+	noop.Int64Counter
+	r    *recorder
+	name string
+}
+
+func (c recCounter) Add(_ context.Context, v int64, opts ...metric.AddOption) {
+	k := c.r.key(c.name, opts)
+	c.r.mu.Lock()
+	c.r.sums[k] += v
+	c.r.mu.Unlock()
+}
+
+type recHistogram struct {
+	noop.Float64Histogram
+	r    *recorder
+	name string
+}
+
+func (h recHistogram) Record(_ context.Context, v float64, opts ...metric.RecordOption) {
+	add := make([]metric.AddOption, 0, len(opts))
+	for _, o := range opts {
+		if a, ok := o.(metric.AddOption); ok {
+			add = append(add, a)
+		}
+	}
+	k := h.r.key(h.name, add)
+	h.r.mu.Lock()
+	h.r.counts[k]++
+	if v < 0 {
+		h.r.sums[k] = -1 << 62 // a negative duration is a bug
+	}
+	h.r.mu.Unlock()
+}
+
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	rec := newRecorder()
+	clk := newClock(time.Unix(1_800_000_000, 0))
+	l, err := New(miniClient(t, m), WithMeterProvider(rec), WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Must(GCRA(2, time.Minute, 2)).Named("api")
+	for i := 0; i < 3; i++ {
+		l.Allow(ctx, "u", lim)
+	}
+	attrs := "sluice.algorithm=gcra,sluice.allowed=%v,sluice.degraded=%v,sluice.limit=api"
+	if got := rec.get(MetricDecisions + "{" + fmt.Sprintf(attrs, true, false) + "}"); got != 2 {
+		t.Errorf("allowed decisions = %d, want 2; recorded %v", got, rec.sums)
+	}
+	if got := rec.get(MetricDecisions + "{" + fmt.Sprintf(attrs, false, false) + "}"); got != 1 {
+		t.Errorf("denied decisions = %d, want 1; recorded %v", got, rec.sums)
+	}
+	if n := rec.counts[MetricDuration+"{sluice.algorithm=gcra,sluice.degraded=false,sluice.limit=api}"]; n != 3 {
+		t.Errorf("durations recorded %d times, want 3: %v", n, rec.counts)
+	}
+
+	// Redis goes away: a failure, the breaker opens, then breaker_open failures.
+	m.Close()
+	l.Allow(ctx, "u", lim)
+	l.Allow(ctx, "u", lim)
+	if got := rec.get(MetricRedisFailures + "{sluice.algorithm=gcra,sluice.failure=error,sluice.limit=api}"); got != 1 {
+		t.Errorf("error failures = %d, want 1: %v", got, rec.sums)
+	}
+	if got := rec.get(MetricRedisFailures + "{sluice.algorithm=gcra,sluice.failure=breaker_open,sluice.limit=api}"); got != 1 {
+		t.Errorf("breaker_open failures = %d, want 1: %v", got, rec.sums)
+	}
+	if got := rec.get(MetricDecisions + "{" + fmt.Sprintf(attrs, true, true) + "}"); got != 2 {
+		t.Errorf("degraded (fail-open) decisions = %d, want 2: %v", got, rec.sums)
+	}
+	if got := rec.get(MetricBreakerTransitions + "{sluice.breaker.state=open}"); got != 1 {
+		t.Errorf("breaker transitions to open = %d, want 1: %v", got, rec.sums)
+	}
+	for k, v := range rec.sums {
+		if v < 0 {
+			t.Errorf("%s: negative duration recorded", k)
+		}
+	}
+	if _, err := New(miniClient(t, miniredis.RunT(t)), WithMeterProvider(nil)); err == nil {
+		t.Error("WithMeterProvider(nil) accepted")
+	}
+}
