@@ -184,3 +184,54 @@ func ExampleLimiter_AllowAll() {
 	// allowed=true remaining=0 binding=per-second
 	// allowed=false remaining=0 binding=per-second
 }
+
+func ExampleLimiter_Peek() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	limit := sluice.Must(sluice.FixedWindow(10, time.Hour)).Named("exports")
+	limiter.AllowN(ctx, "acme", limit, 3)
+	r, _ := limiter.Peek(ctx, "acme", limit) // charges nothing
+	fmt.Println("remaining:", r.Remaining)
+	limiter.Reset(ctx, "acme", limit)
+	r, _ = limiter.Peek(ctx, "acme", limit)
+	fmt.Println("after Reset:", r.Remaining)
+	fmt.Println(limiter.Key("acme", limit))
+	fmt.Println(limiter.Key("{evil}\n", limit)[:16] + "…")
+	// Output:
+	// remaining: 7
+	// after Reset: 10
+	// sluice:{acme}:exports
+	// sluice:{~56a004d…
+}
+
+func ExampleWithFailurePolicy() {
+	m, _ := miniredis.Run()
+	client, _ := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true,
+	})
+	defer client.Close()
+	closed, _ := sluice.New(client, sluice.WithFailurePolicy(sluice.FailClosed), sluice.WithLogger(nil))
+	open, _ := sluice.New(client, sluice.WithLogger(nil)) // FailOpen is the default
+	local, _ := sluice.New(client, sluice.WithLocalFallback(4), sluice.WithLogger(nil))
+
+	m.Close() // Redis goes away
+	ctx := context.Background()
+	limit := sluice.Must(sluice.GCRA(8, time.Second, 8))
+	r, _ := closed.Allow(ctx, "u", limit)
+	fmt.Println("fail-closed:", r.Allowed, r.Degraded)
+	r, _ = open.Allow(ctx, "u", limit)
+	fmt.Println("fail-open:", r.Allowed, r.Degraded)
+	allowed := 0
+	for i := 0; i < 5; i++ {
+		if r, _ := local.Allow(ctx, "u", limit); r.Allowed {
+			allowed++
+		}
+	}
+	fmt.Println("local fallback, 1 of 4 replicas:", allowed, "of 5 allowed")
+	// Output:
+	// fail-closed: false true
+	// fail-open: true true
+	// local fallback, 1 of 4 replicas: 2 of 5 allowed
+}
