@@ -19,7 +19,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/bench/internal/server"
+	server "github.com/sluice-go/sluice/internal/redisserver"
 )
 
 // identities is the number of distinct identities of the "many" variants.

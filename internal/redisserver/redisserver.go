@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ type Server struct {
 	Port int
 	Dir  string // working directory (logs, cluster config)
 	cmd  *exec.Cmd
+
+	exited   chan error
+	stopOnce sync.Once
 }
 
 // Cluster is a running Redis Cluster of several masters and no replicas.
@@ -79,8 +83,9 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 			lastErr = err
 			continue
 		}
-		s, err := startServer(t, bin, port, extraArgs)
+		s, err := startServer(bin, port, extraArgs)
 		if err == nil {
+			t.Cleanup(s.Stop)
 			return s
 		}
 		lastErr = err
@@ -125,7 +130,7 @@ func startCluster(t testing.TB, bin, cli string, n int) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startServer(t, bin, port, []string{
+		s, err := startServer(bin, port, []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000",
@@ -133,6 +138,7 @@ func startCluster(t testing.TB, bin, cli string, n int) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.Cleanup(s.Stop)
 		c.Nodes = append(c.Nodes, s)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
@@ -159,8 +165,37 @@ func startCluster(t testing.TB, bin, cli string, n int) (*Cluster, error) {
 	return c, nil
 }
 
-func startServer(t testing.TB, bin string, port int, extra []string) (*Server, error) {
-	t.Helper()
+// New starts a standalone redis-server on a free loopback port, outside
+// any test's lifetime (for benchmarks that share one server across many
+// runs); the caller must call Stop. Tests use Start.
+func New() (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found: %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort(false)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s, err := startServer(bin, port, nil)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("cannot start redis-server: %w", lastErr)
+}
+
+// Unavailable skips tb with err, or fails it when CI is "true".
+func Unavailable(tb testing.TB, err error) {
+	tb.Helper()
+	unavailable(tb, "%v", err)
+}
+
+func startServer(bin string, port int, extra []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "sluice-redis-")
 	if err != nil {
 		return nil, err
@@ -182,10 +217,9 @@ func startServer(t testing.TB, bin string, port int, extra []string) (*Server, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, cmd: cmd}
 	exited := make(chan error, 1)
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, cmd: cmd, exited: exited}
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { s.stop(exited) })
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -196,27 +230,34 @@ func startServer(t testing.TB, bin string, port int, extra []string) (*Server, e
 		case err := <-exited:
 			exited <- err
 			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			s.Stop()
 			return nil, fmt.Errorf("redis-server on port %d exited: %v: %s", port, err, lastLines(string(log), 5))
 		default:
 		}
 		if time.Now().After(deadline) {
+			s.Stop()
 			return nil, fmt.Errorf("redis-server on port %d did not answer PING within 10s", port)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func (s *Server) stop(exited chan error) {
-	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-exited
+// Stop stops the server by its PID (SIGTERM, then SIGKILL after 5s) and
+// removes its directory. It is safe to call more than once.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-s.exited:
+				s.exited <- err
+			case <-time.After(5 * time.Second):
+				_ = s.cmd.Process.Kill()
+				s.exited <- <-s.exited
+			}
 		}
-	}
-	os.RemoveAll(s.Dir)
+		os.RemoveAll(s.Dir)
+	})
 }
 
 // Command sends one command over a fresh connection and returns the reply as
