@@ -96,6 +96,18 @@ func (b *breaker) done(ok bool) {
 	}
 }
 
+// abandon records that a call allow let through ended without telling
+// whether Redis works (the caller gave up): nothing changes but that a
+// half-open breaker may send another probe.
+func (b *breaker) abandon() {
+	if b == nil || b.threshold <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
+
 func (b *breaker) set(to breakerState) {
 	from := b.state
 	b.state = to

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -290,7 +291,7 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, lim Limit, cost i
 	start := time.Now()
 	k := l.Key(identity, lim)
 	call := rateCall(k, lim, cost, l.nowArg())
-	d, err := l.do(ctx, call, rateDecoder(lim.Algorithm))
+	d, err := l.do(ctx, call, decodeRate)
 	var res Result
 	if err != nil {
 		if res, err = l.fallback(ctx, k, lim, cost, err); err != nil {
@@ -319,7 +320,6 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 	alg := limits[0].Algorithm
 	names := make([]string, len(limits))
 	specs := make([]string, len(limits))
-	seen := map[string]bool{}
 	for i, lim := range limits {
 		if err := lim.Validate(); err != nil {
 			return Result{}, err
@@ -327,10 +327,9 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 		if lim.Algorithm != alg || (alg != AlgGCRA && alg != AlgSlidingWindow) {
 			return Result{}, fmt.Errorf("%w: AllowAll needs all limits to be gcra or all sliding_window, got %s and %s", ErrInvalidLimit, alg, lim.Algorithm)
 		}
-		if seen[lim.Name] {
+		if slices.Contains(names[:i], lim.Name) {
 			return Result{}, fmt.Errorf("%w: AllowAll: limit name %q given twice", ErrInvalidLimit, lim.Name)
 		}
-		seen[lim.Name] = true
 		names[i] = lim.Name
 		if alg == AlgGCRA {
 			specs[i] = fmt.Sprintf("%d:%d:%d", lim.Rate, lim.periodMicros(), lim.Burst)
@@ -349,7 +348,7 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 		call = scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{State: k},
 			scripts.SlidingWindowMultiArgs{Limits: strings.Join(specs, ","), Cost: cost, Now: now})
 	}
-	d, err := l.do(ctx, call, func(r rueidis.RedisResult) (decision, error) {
+	d, err := l.do(ctx, call, func(_ *luart.Script, r rueidis.RedisResult) (decision, error) {
 		if alg == AlgGCRA {
 			m, err := scripts.GcraMulti.Decode(r)
 			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
@@ -420,7 +419,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 	lease := Lease{ID: hex.EncodeToString(idb[:]), key: l.Key(identity, lim), limit: lim}
 	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
 		scripts.ConcurrencyAcquireArgs{Limit: lim.Rate, Lease: lim.periodMicros(), Id: lease.ID, Now: l.nowArg()})
-	d, err := l.do(ctx, call, func(r rueidis.RedisResult) (decision, error) {
+	d, err := l.do(ctx, call, func(_ *luart.Script, r rueidis.RedisResult) (decision, error) {
 		m, err := scripts.ConcurrencyAcquire.Decode(r)
 		return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
 	})
@@ -471,7 +470,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	}
 	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
 		scripts.ConcurrencyReleaseArgs{Id: lease.ID, Now: l.nowArg()})
-	if _, err := l.do(ctx, call, func(r rueidis.RedisResult) (decision, error) {
+	if _, err := l.do(ctx, call, func(_ *luart.Script, r rueidis.RedisResult) (decision, error) {
 		_, err := scripts.ConcurrencyRelease.Decode(r)
 		return decision{}, err
 	}); err != nil {
@@ -547,32 +546,17 @@ func rateCall(k string, lim Limit, cost int64, now *int64) luart.Call {
 	}
 }
 
-// rateDecoder returns the decoder of one rate script. They share one reply
-// shape (allowed, remaining, retry_after, reset_after); each decodes with
-// its own script so errors name the right one.
-func rateDecoder(alg Algorithm) func(rueidis.RedisResult) (decision, error) {
-	var s *luart.Script
-	switch alg {
-	case AlgFixedWindow:
-		s = &scripts.FixedWindow.Script
-	case AlgSlidingLog:
-		s = &scripts.SlidingLog.Script
-	case AlgSlidingWindow:
-		s = &scripts.SlidingWindow.Script
-	case AlgTokenBucket:
-		s = &scripts.TokenBucket.Script
-	default:
-		s = &scripts.Gcra.Script
-	}
-	return func(r rueidis.RedisResult) (decision, error) {
-		d := luart.NewDecoder(s, r, 4)
-		out := decision{allowed: d.Bool(0, "allowed"), remaining: d.Int(1, "remaining"), retryAfter: d.Int(2, "retry_after"), resetAfter: d.Int(3, "reset_after")}
-		return out, d.Err()
-	}
+// decodeRate decodes the reply of any single-limit rate script: they share
+// one reply shape (allowed, remaining, retry_after, reset_after). The
+// decoder is given the call's own script so errors name it.
+func decodeRate(s *luart.Script, r rueidis.RedisResult) (decision, error) {
+	d := luart.NewDecoder(s, r, 4)
+	out := decision{allowed: d.Bool(0, "allowed"), remaining: d.Int(1, "remaining"), retryAfter: d.Int(2, "retry_after"), resetAfter: d.Int(3, "reset_after")}
+	return out, d.Err()
 }
 
 // do runs one call under the breaker and the per-call timeout.
-func (l *Limiter) do(ctx context.Context, call luart.Call, decode func(rueidis.RedisResult) (decision, error)) (decision, error) {
+func (l *Limiter) do(ctx context.Context, call luart.Call, decode func(*luart.Script, rueidis.RedisResult) (decision, error)) (decision, error) {
 	if !l.breaker.allow() {
 		return decision{}, ErrBreakerOpen
 	}
@@ -582,14 +566,15 @@ func (l *Limiter) do(ctx context.Context, call luart.Call, decode func(rueidis.R
 		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)
 		defer cancel()
 	}
-	d, err := decode(luart.Do(cctx, l.client, call))
+	d, err := decode(call.Script, luart.Do(cctx, l.client, call))
 	if err != nil && rejected(err) {
 		l.breaker.done(true)
 		return d, errRejected{err}
 	}
 	if err != nil && ctx.Err() != nil {
-		// The caller gave up: not Redis' fault, and no decision is wanted.
-		l.breaker.done(true)
+		// The caller gave up: no decision is wanted, and the call says
+		// nothing about Redis either way.
+		l.breaker.abandon()
 		return d, err
 	}
 	l.breaker.done(err == nil)

@@ -377,9 +377,27 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	if l.breaker.current() != breakerClosed {
 		t.Fatal("a caller's cancellation must not count against Redis")
 	}
+
+	// Nor for it: a cancelled probe leaves an open breaker open.
+	fc := &failingClient{Client: miniClient(t, m)}
+	clk := newClock(time.Unix(1_800_000_000, 0))
+	l, _ = New(fc, WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
+	lim := Must(GCRA(1, time.Second, 1))
+	l.Allow(context.Background(), "id", lim)
+	clk.add(time.Second)
+	if _, err := l.Allow(ctx, "id", lim); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled probe: %v", err)
+	}
+	if st := l.breaker.current(); st == breakerClosed {
+		t.Fatal("a cancelled probe closed the breaker")
+	}
+	l.Allow(context.Background(), "id", lim) // the next call may probe again
+	if n := fc.calls.Load(); n != 3 {
+		t.Fatalf("%d calls reached the client, want 3 (failure, cancelled probe, new probe)", n)
+	}
 }
 
-func TestDeadRedisCostsMicroseconds(t *testing.T) {
+func TestDeadRedisOpensBreaker(t *testing.T) {
 	// A server that accepts no commands: after the breaker opens, decisions
 	// come from the policy without waiting for the timeout.
 	m := miniredis.RunT(t)
