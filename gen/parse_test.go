@@ -290,7 +290,7 @@ func TestGenerateErrors(t *testing.T) {
 		files []gen.File
 		want  string
 	}{
-		{"empty package name", "", []gen.File{ok}, "gen: empty Go package name"},
+		{"empty package name", "", []gen.File{ok}, "gen: invalid Go package name \"\""},
 		{"package name with a dash", "my-scripts", []gen.File{ok}, `gen: invalid Go package name "my-scripts"`},
 		{"package name starting with a digit", "1scripts", []gen.File{ok}, `gen: invalid Go package name "1scripts"`},
 		{"package name is a keyword", "func", []gen.File{ok}, `gen: invalid Go package name "func"`},

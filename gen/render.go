@@ -44,8 +44,8 @@ func OutputPath(path string) string { return path + ".go" }
 // pure: no file is read or written. On failure the error is an ErrorList
 // holding every problem in every file.
 func Generate(pkg string, files []File) (map[string][]byte, error) {
-	if _, problem := goPackageName(pkg); problem != "" {
-		return nil, fmt.Errorf("gen: %s", problem)
+	if !ValidPackageName(pkg) {
+		return nil, fmt.Errorf("gen: invalid Go package name %q", pkg)
 	}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
@@ -110,14 +110,10 @@ func checkPackageNames(scripts []*Script) ErrorList {
 	return list
 }
 
-func goPackageName(pkg string) (string, string) {
-	if pkg == "" {
-		return "", "empty Go package name"
-	}
-	if pkg == "_" || !token.IsIdentifier(pkg) {
-		return "", fmt.Sprintf("invalid Go package name %q", pkg)
-	}
-	return pkg, ""
+// ValidPackageName reports whether name can be the name of a Go package
+// that generated files are written into.
+func ValidPackageName(name string) bool {
+	return name != "_" && token.IsIdentifier(name)
 }
 
 // SHA1 returns the lower-case hex SHA1 of src, as Redis' SCRIPT LOAD does.

@@ -58,7 +58,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 		fl.Usage()
 		return 2
 	}
-	if *pkgName != "" && !validPackageName(*pkgName) {
+	if *pkgName != "" && !gen.ValidPackageName(*pkgName) {
 		fmt.Fprintf(stderr, "luagen: -package %q is not a valid Go package name\n", *pkgName)
 		fl.Usage()
 		return 2
@@ -248,15 +248,10 @@ func packageName(dir string) (string, error) {
 		}
 		return -1
 	}, name)
-	if !validPackageName(name) {
+	if !gen.ValidPackageName(name) {
 		return "", fmt.Errorf("%s: cannot derive a Go package name from the directory name; pass -package NAME", dir)
 	}
 	return name, nil
-}
-
-// validPackageName reports whether name can be a Go package name.
-func validPackageName(name string) bool {
-	return name != "_" && token.IsIdentifier(name)
 }
 
 // findOrphans lists generated files in a whole-directory target whose .lua is gone.
