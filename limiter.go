@@ -91,7 +91,6 @@ type config struct {
 	breakerCooldown  time.Duration
 	clock            func() time.Time
 	logger           *slog.Logger
-	now              func() time.Time // for the breaker and the local fallback
 	meterProvider    metric.MeterProvider
 }
 
@@ -181,7 +180,6 @@ func WithClock(now func() time.Time) Option {
 			return fmt.Errorf("%w: WithClock(nil)", ErrInvalidOption)
 		}
 		c.clock = now
-		c.now = now
 		return nil
 	}
 }
@@ -203,6 +201,7 @@ func WithLogger(l *slog.Logger) Option {
 type Limiter struct {
 	client  rueidis.CommandClient
 	cfg     config
+	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
 	breaker *breaker
 	local   *localFallback
 	metrics *metrics // nil: no metrics
@@ -221,7 +220,6 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		breakerThreshold: 5,
 		breakerCooldown:  time.Second,
 		replicas:         1,
-		now:              time.Now,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -238,8 +236,11 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m}
-	l.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, cfg.now, func(from, to breakerState) {
+	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
 		m.transition(to)
 		switch to {
 		case breakerOpen:
@@ -592,7 +593,7 @@ func (l *Limiter) fallback(ctx context.Context, k string, lim Limit, cost int64,
 	l.metrics.failure(ctx, lim, err)
 	switch l.cfg.policy {
 	case FailLocal:
-		return l.local.decide(k, lim, cost, l.cfg.now()), nil
+		return l.local.decide(k, lim, cost, l.now()), nil
 	case FailClosed:
 		return Result{Limit: lim, RetryAfter: l.cfg.breakerCooldown, Degraded: true}, nil
 	default:
