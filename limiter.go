@@ -185,7 +185,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithLogger sets where breaker state changes are logged (default
-// slog.Default()). Decisions themselves are never logged.
+// slog.Default(); nil discards them). Decisions themselves are never logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
