@@ -389,7 +389,6 @@ type runState struct {
 	L     *lua.LState
 	env   *lua.LTable // the empty proxy the script sees as _G
 	null  *lua.LUserData
-	depth int
 }
 
 func (rs *runState) exec(ctx context.Context, c *compiled, keys, args []string) (err error) {
