@@ -153,7 +153,7 @@ func TestReleaseBypassesBreaker(t *testing.T) {
 	if r, _ := l.Allow(ctx, "u", Must(GCRA(1, time.Second, 1))); !r.Degraded {
 		t.Fatalf("call during the outage: %+v", r)
 	}
-	if l.breaker.current() != breakerOpen {
+	if l.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open")
 	}
 	sc.fail.Store(false)
@@ -257,7 +257,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || r.Degraded {
 			t.Fatalf("caller deadline %v: %+v, %v; want a DeadlineExceeded error", d, r, err)
 		}
-		if st := l.breaker.current(); st != breakerClosed {
+		if st := l.router.any.breaker.current(); st != breakerClosed {
 			t.Fatalf("caller deadline %v moved the breaker to %v", d, st)
 		}
 	}
@@ -266,7 +266,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if _, err := l.Allow(ctx, "u", lim); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller: %v", err)
 	}
-	if st := l.breaker.current(); st != breakerClosed {
+	if st := l.router.any.breaker.current(); st != breakerClosed {
 		t.Fatalf("a cancelled caller moved the breaker to %v", st)
 	}
 
@@ -278,7 +278,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if err != nil || !r.Degraded || !r.Allowed {
 		t.Fatalf("own timeout: %+v, %v; want a degraded fail-open admission", r, err)
 	}
-	if st := own.breaker.current(); st != breakerOpen {
+	if st := own.router.any.breaker.current(); st != breakerOpen {
 		t.Fatalf("own timeout left the breaker %v, want open", st)
 	}
 	// A caller deadline longer than the timeout: the timeout decides.

@@ -75,13 +75,13 @@ func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), Id: lease.ID, Now: l.nowArg()})
 	req := request{call: call, decode: decodeAcquire, limits: []Limit{lease.limit}, bypass: renew}
 	if !renew {
-		req.degrade = func(error) Result {
+		req.degrade = func(n *node) Result {
 			lease.local = true // nothing held in Redis
 			switch l.cfg.policy {
 			case FailLocal:
 				return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
 			case FailClosed:
-				return Result{Limit: lease.limit, RetryAfter: l.breaker.retryAfter(), Degraded: true}
+				return Result{Limit: lease.limit, RetryAfter: n.breaker.retryAfter(), Degraded: true}
 			}
 			return Result{Allowed: true, Limit: lease.limit, Remaining: lease.limit.Rate - 1, Degraded: true}
 		}

@@ -20,7 +20,7 @@ type Limiter struct {
 	client  rueidis.CommandClient
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
-	breaker *breaker
+	router  *router // the Redis node of each key, each with its own breaker
 	local   *localFallback
 	metrics *metrics // nil: no metrics
 }
@@ -34,7 +34,9 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	}
 	cfg := config{
 		prefix:           "sluice",
-		timeout:          100 * time.Millisecond,
+		adaptive:         true,
+		timeoutMin:       100 * time.Millisecond,
+		timeoutMax:       time.Second,
 		breakerThreshold: 5,
 		breakerCooldown:  time.Second,
 		replicas:         1,
@@ -58,15 +60,19 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
-	l.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
-		m.transition(to)
-		switch to {
-		case breakerOpen:
-			cfg.logger.Warn("sluice: Redis unavailable; circuit breaker open, failure policy decides",
-				"policy", cfg.policy.String(), "cooldown", cfg.breakerCooldown)
-		case breakerClosed:
-			cfg.logger.Info("sluice: Redis reachable again; circuit breaker closed")
-		}
+	l.router = newRouter(client, func(addr string) *node {
+		n := &node{addr: addr}
+		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
+			m.transition(addr, to)
+			switch to {
+			case breakerOpen:
+				cfg.logger.Warn("sluice: Redis node unavailable; circuit breaker open, failure policy decides",
+					"node", addr, "policy", cfg.policy.String(), "cooldown", cfg.breakerCooldown)
+			case breakerClosed:
+				cfg.logger.Info("sluice: Redis node reachable again; circuit breaker closed", "node", addr)
+			}
+		})
+		return n
 	})
 	if cfg.policy == FailLocal {
 		l.local = newLocalFallback(cfg.replicas)
@@ -164,9 +170,12 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	}
 	k := l.Key(identity, lim)
 	cctx := ctx
-	if l.cfg.timeout > 0 {
+	if t := l.cfg.timeoutMin; t > 0 || l.cfg.adaptive {
+		if l.cfg.adaptive {
+			t = l.cfg.timeoutMax
+		}
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)
+		cctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
 	if err := l.client.Do(cctx, l.client.B().Del().Key(k).Build()).Error(); err != nil {
@@ -205,13 +214,13 @@ func capacity(lim Limit) int64 {
 
 // degrade returns the failure policy's decision for cost against limits
 // (stored under keys) when Redis cannot decide.
-func (l *Limiter) degrade(keys []string, limits []Limit, cost int64, peek bool) func(error) Result {
-	return func(error) Result {
+func (l *Limiter) degrade(keys []string, limits []Limit, cost int64, peek bool) func(*node) Result {
+	return func(n *node) Result {
 		switch l.cfg.policy {
 		case FailLocal:
 			return l.local.decide(keys, limits, cost, peek, l.now())
 		case FailClosed:
-			return Result{Limit: limits[0], RetryAfter: l.breaker.retryAfter(), Degraded: true}
+			return Result{Limit: limits[0], RetryAfter: n.breaker.retryAfter(), Degraded: true}
 		}
 		res := Result{Allowed: true, Degraded: true}
 		for i, lim := range limits {

@@ -25,8 +25,10 @@ const (
 	// sluice.failure: "timeout", "breaker_open" or "error".
 	MetricRedisFailures = "sluice.redis.failures"
 	// MetricBreakerTransitions counts circuit breaker state changes
-	// ({transition}); attribute sluice.breaker.state: "open", "half-open"
-	// or "closed", the state entered.
+	// ({transition}); attributes sluice.node (the Redis primary's
+	// host:port; "redis" for a standalone or Sentinel client, "cluster"
+	// before a cluster's slot map is known) and sluice.breaker.state:
+	// "open", "half-open" or "closed", the state entered.
 	MetricBreakerTransitions = "sluice.breaker.transitions"
 )
 
@@ -149,9 +151,10 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 }
 
 // transition records a breaker state change.
-func (m *metrics) transition(to breakerState) {
+func (m *metrics) transition(node string, to breakerState) {
 	if m == nil {
 		return
 	}
-	m.breaker.Add(context.Background(), 1, metric.WithAttributes(attribute.String("sluice.breaker.state", to.String())))
+	m.breaker.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("sluice.node", node), attribute.String("sluice.breaker.state", to.String())))
 }

@@ -130,7 +130,7 @@ func TestMetrics(t *testing.T) {
 	if got := rec.get(MetricDecisions + "{" + fmt.Sprintf(attrs, true, true) + "}"); got != 2 {
 		t.Errorf("degraded (fail-open) decisions = %d, want 2: %v", got, rec.sums)
 	}
-	if got := rec.get(MetricBreakerTransitions + "{sluice.breaker.state=open}"); got != 1 {
+	if got := rec.get(MetricBreakerTransitions + "{sluice.breaker.state=open,sluice.node=redis}"); got != 1 {
 		t.Errorf("breaker transitions to open = %d, want 1: %v", got, rec.sums)
 	}
 	for k, v := range rec.sums {

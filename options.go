@@ -58,7 +58,9 @@ type config struct {
 	prefix           string
 	policy           FailurePolicy
 	replicas         int
-	timeout          time.Duration
+	adaptive         bool          // timeout from observed latency, within [timeoutMin, timeoutMax]
+	timeoutMin       time.Duration // the fixed timeout when not adaptive (0: none)
+	timeoutMax       time.Duration
 	breakerThreshold int
 	breakerCooldown  time.Duration
 	clock            func() time.Time
@@ -116,14 +118,33 @@ func WithLocalFallback(replicas int) Option {
 	}
 }
 
-// WithTimeout bounds each call to Redis (default 100ms); past it the
-// failure policy decides. 0 means only the caller's context bounds it.
+// WithTimeout gives every call to Redis a fixed deadline d; past it the
+// failure policy decides. 0 means only the caller's context bounds a call.
+// The default is an adaptive timeout (WithAdaptiveTimeout(100ms, 1s)),
+// which a loaded host does not mistake for an outage. A half-open
+// breaker's probe waits at least 1s either way.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("%w: WithTimeout(%v): must not be negative", ErrInvalidOption, d)
 		}
-		c.timeout = d
+		c.adaptive, c.timeoutMin, c.timeoutMax = false, d, max(d, time.Second)
+		return nil
+	}
+}
+
+// WithAdaptiveTimeout derives each call's deadline from the latency
+// observed on its Redis node: 4× the recent slowest reply (a high-water
+// mark that follows slower replies at once and decays over a few thousand
+// calls), never below lo nor above hi. It is the default, with lo = 100ms
+// and hi = 1s: replies slowed by a busy host or Redis raise the timeout
+// instead of turning into failures. A half-open breaker's probe gets hi.
+func WithAdaptiveTimeout(lo, hi time.Duration) Option {
+	return func(c *config) error {
+		if lo <= 0 || hi < lo {
+			return fmt.Errorf("%w: WithAdaptiveTimeout(%v, %v): want 0 < lo <= hi", ErrInvalidOption, lo, hi)
+		}
+		c.adaptive, c.timeoutMin, c.timeoutMax = true, lo, hi
 		return nil
 	}
 }

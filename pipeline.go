@@ -25,9 +25,11 @@ type request struct {
 	bypass bool
 	// degrade is the failure policy's decision when Redis cannot decide; nil
 	// means the call has no fallback and the failure is returned as an error.
-	degrade func(cause error) Result
+	degrade func(n *node) Result
 	// quiet marks calls that are not decisions (Release): no decision metric.
 	quiet bool
+	// node is where the call went (set by call).
+	node *node
 }
 
 // outcome classifies how a call ended.
@@ -44,7 +46,7 @@ const (
 // timeout → call → classify the error → failure policy → metrics.
 func (l *Limiter) run(ctx context.Context, req request) (Result, error) {
 	start := time.Now()
-	d, err := l.call(ctx, req)
+	d, err := l.call(ctx, &req)
 	var res Result
 	switch classify(ctx, err) {
 	case outcomeOK:
@@ -65,7 +67,7 @@ func (l *Limiter) run(ctx context.Context, req request) (Result, error) {
 		if req.degrade == nil {
 			return Result{}, err
 		}
-		res = req.degrade(err)
+		res = req.degrade(req.node)
 	}
 	if !req.quiet {
 		l.metrics.decision(ctx, res, start)
@@ -73,14 +75,21 @@ func (l *Limiter) run(ctx context.Context, req request) (Result, error) {
 	return res, nil
 }
 
-// call sends req's script under the breaker and the per-call timeout and
-// tells the breaker what the outcome says about Redis.
-func (l *Limiter) call(ctx context.Context, req request) (decision, error) {
-	if !req.bypass && !l.breaker.allow() {
-		return decision{}, ErrBreakerOpen
+// call sends req's script to the node holding its keys, under that node's
+// breaker and the per-call timeout, and tells the breaker what the outcome
+// says about the node.
+func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
+	n := l.router.nodeFor(req.call.Keys[0])
+	req.node = n
+	probe := false
+	if !req.bypass {
+		var ok bool
+		if ok, probe = n.breaker.allow(); !ok {
+			return decision{}, ErrBreakerOpen
+		}
 	}
 	cctx, own := ctx, false
-	if t := l.cfg.timeout; t > 0 {
+	if t := l.timeoutFor(n, probe); t > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > t {
 			var cancel context.CancelFunc
 			cctx, cancel = context.WithTimeout(ctx, t)
@@ -88,6 +97,7 @@ func (l *Limiter) call(ctx context.Context, req request) (decision, error) {
 			own = true
 		}
 	}
+	start := time.Now()
 	d, err := req.decode(luart.Do(cctx, l.client, req.call))
 	if err != nil && !own && ctx.Err() == nil && isTimeout(err) {
 		if _, ok := ctx.Deadline(); ok {
@@ -96,20 +106,51 @@ func (l *Limiter) call(ctx context.Context, req request) (decision, error) {
 			err = errCallerDeadline{err}
 		}
 	}
-	if req.bypass {
-		return d, err
-	}
 	switch classify(ctx, err) {
 	case outcomeOK, outcomeRejected:
-		l.breaker.done(true)
-	case outcomeCaller:
-		l.breaker.abandon()
-	default:
-		if err != ErrBreakerOpen {
-			l.breaker.done(false)
+		n.replied(time.Since(start))
+		if !req.bypass {
+			n.breaker.done(true)
 		}
+	case outcomeCaller:
+		if !req.bypass {
+			n.breaker.abandon()
+		}
+	default:
+		if isTimeout(err) && n.answeredSince(start) {
+			// The node answered other calls while this one waited: it is
+			// up, and this process or its queue is overloaded. That is no
+			// reason to stop asking it.
+			if !req.bypass {
+				n.breaker.abandon()
+			}
+			break
+		}
+		if !req.bypass && err != ErrBreakerOpen {
+			n.breaker.done(false)
+		}
+		l.router.failed()
 	}
 	return d, err
+}
+
+// timeoutFor is the deadline of one call to n: WithTimeout's, or the
+// adaptive one (4× the node's recent slowest reply, within the bounds of
+// WithAdaptiveTimeout). A half-open breaker's probe, the one call that
+// decides whether the node is back, gets the upper bound, so a loaded
+// host cannot starve it.
+func (l *Limiter) timeoutFor(n *node, probe bool) time.Duration {
+	lo, hi := l.cfg.timeoutMin, l.cfg.timeoutMax
+	if !l.cfg.adaptive {
+		if probe && lo > 0 {
+			return max(lo, hi)
+		}
+		return lo
+	}
+	if probe {
+		return hi
+	}
+	return n.latency.timeout(lo, hi)
 }
 
 // classify says whose the error is.
