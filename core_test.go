@@ -292,3 +292,60 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 		t.Fatal(ErrBreakerOpen)
 	}
 }
+
+// The denial cache answers a denied identity's cost-1 requests without a
+// round trip until the denial's RetryAfter, with Redis's own answer.
+func TestDenialCache(t *testing.T) {
+	ctx := context.Background()
+	l, m, clk, sc := miniLimiter(t)
+	lim := Must(GCRA(1, time.Minute, 1))
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("first: %+v", r)
+	}
+	denied, _ := l.Allow(ctx, "u", lim)
+	if denied.Allowed || denied.RetryAfter != time.Minute {
+		t.Fatalf("second: %+v", denied)
+	}
+	calls := sc.calls.Load()
+	clk.add(20 * time.Second)
+	clk.set(m)
+	r, err := l.Allow(ctx, "u", lim)
+	if err != nil || r.Allowed || r.RetryAfter != 40*time.Second || r.ResetAfter != 40*time.Second || r.Remaining != 0 {
+		t.Fatalf("cached: %+v, %v", r, err)
+	}
+	if p, _ := l.Peek(ctx, "u", lim); p != r {
+		t.Fatalf("cached Peek %+v differs from cached Allow %+v", p, r)
+	}
+	if n := sc.calls.Load(); n != calls {
+		t.Fatalf("%d calls reached Redis while the denial was cached", n-calls)
+	}
+	if r, _ := l.AllowN(ctx, "u", lim, 2); r.RetryAfter != RetryNever || sc.calls.Load() != calls+1 {
+		t.Fatalf("cost 2 must ask Redis: %+v", r)
+	}
+	clk.add(40 * time.Second)
+	clk.set(m)
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("once the retry-after has passed: %+v", r)
+	}
+	l.Allow(ctx, "u", lim) // denied again, cached
+	if err := l.Reset(ctx, "u", lim); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("after Reset: %+v", r)
+	}
+
+	// Bounded: a tiny cache keeps at most its size.
+	c := newDenialCache(denialShards)
+	now := time.Unix(1_800_000_000, 0)
+	for i := 0; i < 1000; i++ {
+		c.put(strings.Repeat("k", i%50)+string(rune('a'+i%26)), Result{RetryAfter: time.Hour, Limit: lim}, now, now)
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n > denialShards {
+		t.Fatalf("cache of size %d holds %d entries", denialShards, n)
+	}
+}

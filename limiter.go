@@ -20,9 +20,10 @@ type Limiter struct {
 	client  rueidis.CommandClient
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
-	router  *router // the Redis node of each key, each with its own breaker
+	router  *router          // the Redis node of each key, each with its own breaker
 	local   *localFallback
-	metrics *metrics // nil: no metrics
+	denials *denialCache // nil: off
+	metrics *metrics     // nil: no metrics
 }
 
 // New returns a Limiter over client. For a real Redis, rueidis' client-side
@@ -40,6 +41,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		breakerThreshold: 5,
 		breakerCooldown:  time.Second,
 		replicas:         1,
+		denialCache:      10_000,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -76,6 +78,9 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	})
 	if cfg.policy == FailLocal {
 		l.local = newLocalFallback(cfg.replicas)
+	}
+	if cfg.denialCache > 0 {
+		l.denials = newDenialCache(cfg.denialCache)
 	}
 	return l, nil
 }
@@ -120,10 +125,24 @@ func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost i
 	if lim.Algorithm == AlgConcurrency {
 		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, lim.Name)
 	}
-	keys := []string{l.Key(identity, lim)}
-	limits := []Limit{lim}
-	call, decode := rateCall(keys[0], lim, cost, l.nowArg(), peek)
-	return l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, peek)})
+	k := l.Key(identity, lim)
+	var sent time.Time
+	if cost == 1 && l.denials != nil {
+		sent = l.now()
+		if r, ok := l.denials.get(k, sent); ok {
+			r.Limit = lim
+			l.metrics.cacheHit(ctx, lim)
+			l.metrics.decision(ctx, r, time.Now())
+			return r, nil
+		}
+	}
+	keys, limits := []string{k}, []Limit{lim}
+	call, decode := rateCall(k, lim, cost, l.nowArg(), peek)
+	res, err := l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, peek)})
+	if err == nil && cost == 1 && !res.Allowed {
+		l.denials.put(k, res, sent, l.now())
+	}
+	return res, err
 }
 
 // AllowAll checks several limits of one identity (say 10 per second and
@@ -184,6 +203,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	if l.local != nil {
 		l.local.forget(k)
 	}
+	l.denials.forget(k)
 	return nil
 }
 

@@ -30,6 +30,11 @@ const (
 	// before a cluster's slot map is known) and sluice.breaker.state:
 	// "open", "half-open" or "closed", the state entered.
 	MetricBreakerTransitions = "sluice.breaker.transitions"
+	// MetricDenialCacheHits counts denials answered by the denial cache
+	// (WithDenialCache) without asking Redis ({decision}); attributes
+	// sluice.limit, sluice.algorithm. They are counted in
+	// MetricDecisions too.
+	MetricDenialCacheHits = "sluice.denial_cache.hits"
 )
 
 // WithMeterProvider records the metrics above with mp (an OpenTelemetry
@@ -51,6 +56,7 @@ type metrics struct {
 	duration  metric.Float64Histogram
 	failures  metric.Int64Counter
 	breaker   metric.Int64Counter
+	cacheHits metric.Int64Counter
 
 	sets sync.Map // limit name and algorithm → *limitSets
 }
@@ -61,6 +67,7 @@ type limitSets struct {
 	decision [2][2]metric.MeasurementOption // [allowed][degraded]
 	duration [2]metric.MeasurementOption    // [degraded]
 	failure  map[string]metric.MeasurementOption
+	limit    metric.MeasurementOption // the limit's name and algorithm only
 }
 
 func b2i(b bool) int {
@@ -82,7 +89,7 @@ func (m *metrics) setsOf(lim Limit) *limitSets {
 	with := func(extra ...attribute.KeyValue) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), extra...)...))
 	}
-	s := &limitSets{failure: map[string]metric.MeasurementOption{}}
+	s := &limitSets{failure: map[string]metric.MeasurementOption{}, limit: with()}
 	for _, allowed := range []bool{false, true} {
 		for _, degraded := range []bool{false, true} {
 			s.decision[b2i(allowed)][b2i(degraded)] = with(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
@@ -122,6 +129,10 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Circuit breaker state changes."), metric.WithUnit("{transition}")); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricBreakerTransitions, err)
 	}
+	if m.cacheHits, err = meter.Int64Counter(MetricDenialCacheHits,
+		metric.WithDescription("Denials answered from the local denial cache, without a round trip."), metric.WithUnit("{decision}")); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricDenialCacheHits, err)
+	}
 	return m, nil
 }
 
@@ -148,6 +159,14 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 		kind = "timeout"
 	}
 	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind])
+}
+
+// cacheHit records a denial answered by the denial cache.
+func (m *metrics) cacheHit(ctx context.Context, lim Limit) {
+	if m == nil {
+		return
+	}
+	m.cacheHits.Add(ctx, 1, m.setsOf(lim).limit)
 }
 
 // transition records a breaker state change.
