@@ -76,7 +76,8 @@ func stepFile(tb table, script string) string {
 		if s.members != nil {
 			quoted := make([]string, len(s.members))
 			for i, m := range s.members {
-				quoted[i] = strconv.Quote(expandUnit(m, start))
+				name, _, _ := expandMember(m, start)
+				quoted[i] = strconv.Quote(name)
 			}
 			fmt.Fprintf(&b, "expect ZRANGE %s 0 -1 => [%s]\n", key, strings.Join(quoted, ", "))
 		}
