@@ -69,7 +69,7 @@ func stepFile(tb table, script string) string {
 			}
 			ttl := int64(-2)
 			if life > 0 {
-				ttl = (life + 999) / 1000
+				ttl = ttlMillis(life)
 			}
 			fmt.Fprintf(&b, "ttl %s %d\n", key, ttl)
 		}

@@ -29,6 +29,7 @@ var tables = []table{
 			rate(5_000_123, 0, 1, 0, 0, 999_877),
 			rate(7_654_321, 1, 1, 2, 0, 345_679),                // TTL 345.679 ms rounds up to 346 ms
 			persist(rate(7_654_321, 3, 0, 2, 345_679, 345_679)), // a denial repairs the TTL too
+			rate(8_999_979, 1, 1, 2, 0, 21),                     // 21 µs of life: TTL 2 ms, never 1 ms
 		},
 	},
 	{
