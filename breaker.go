@@ -2,11 +2,12 @@ package sluice
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // breakerState is the state of the circuit breaker guarding Redis.
-type breakerState int
+type breakerState int32
 
 const (
 	breakerClosed   breakerState = iota // calls go to Redis
@@ -26,33 +27,37 @@ func (s breakerState) String() string {
 }
 
 // breaker opens after threshold consecutive failures, lets one probe through
-// after cooldown, and closes again on the probe's success. While open, a
-// decision costs a mutex and a clock read instead of a Redis timeout.
+// after cooldown, and closes again on the probe's success. A closed breaker
+// costs two atomic loads per call; while open, a decision costs a mutex and
+// a clock read instead of a Redis timeout.
 type breaker struct {
-	threshold int
+	threshold int32
 	cooldown  time.Duration
 	now       func() time.Time
 	onChange  func(from, to breakerState)
 
+	state    atomic.Int32 // breakerState; written under mu
+	failures atomic.Int32 // consecutive failures
+
 	mu       sync.Mutex
-	state    breakerState
-	failures int
 	openedAt time.Time
 	probing  bool
 }
 
 func newBreaker(threshold int, cooldown time.Duration, now func() time.Time, onChange func(from, to breakerState)) *breaker {
-	return &breaker{threshold: threshold, cooldown: cooldown, now: now, onChange: onChange}
+	return &breaker{threshold: int32(threshold), cooldown: cooldown, now: now, onChange: onChange}
 }
+
+func (b *breaker) off() bool { return b == nil || b.threshold <= 0 }
 
 // allow reports whether a call may go to Redis now.
 func (b *breaker) allow() bool {
-	if b == nil || b.threshold <= 0 {
+	if b.off() || breakerState(b.state.Load()) == breakerClosed {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch b.state {
+	switch breakerState(b.state.Load()) {
 	case breakerClosed:
 		return true
 	case breakerOpen:
@@ -73,26 +78,33 @@ func (b *breaker) allow() bool {
 
 // done records the outcome of a call that allow let through.
 func (b *breaker) done(ok bool) {
-	if b == nil || b.threshold <= 0 {
+	if b.off() {
+		return
+	}
+	if ok {
+		if breakerState(b.state.Load()) == breakerClosed {
+			if b.failures.Load() != 0 {
+				b.failures.Store(0)
+			}
+			return
+		}
+		b.mu.Lock()
+		b.failures.Store(0)
+		b.probing = false
+		b.set(breakerClosed)
+		b.mu.Unlock()
+		return
+	}
+	n := b.failures.Add(1)
+	if breakerState(b.state.Load()) == breakerClosed && n < b.threshold {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ok {
-		b.failures = 0
-		b.probing = false
-		if b.state != breakerClosed {
-			b.set(breakerClosed)
-		}
-		return
-	}
-	b.failures++
-	if b.state == breakerHalfOpen || b.failures >= b.threshold {
+	if st := breakerState(b.state.Load()); st == breakerHalfOpen || st == breakerClosed && b.failures.Load() >= b.threshold {
 		b.probing = false
 		b.openedAt = b.now()
-		if b.state != breakerOpen {
-			b.set(breakerOpen)
-		}
+		b.set(breakerOpen)
 	}
 }
 
@@ -100,7 +112,7 @@ func (b *breaker) done(ok bool) {
 // whether Redis works (the caller gave up): nothing changes but that a
 // half-open breaker may send another probe.
 func (b *breaker) abandon() {
-	if b == nil || b.threshold <= 0 {
+	if b.off() || breakerState(b.state.Load()) == breakerClosed {
 		return
 	}
 	b.mu.Lock()
@@ -108,16 +120,36 @@ func (b *breaker) abandon() {
 	b.mu.Unlock()
 }
 
+// retryAfter is the wait a fail-closed denial reports: the time until the
+// breaker lets a probe through, at least 1µs; the full cooldown when the
+// breaker is not open; 1s when there is no breaker.
+func (b *breaker) retryAfter() time.Duration {
+	if b.off() {
+		return time.Second
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if breakerState(b.state.Load()) != breakerOpen {
+		return b.cooldown
+	}
+	return max(ceilMicros(b.cooldown-b.now().Sub(b.openedAt)), time.Microsecond)
+}
+
+// set moves to state to; the caller holds mu.
 func (b *breaker) set(to breakerState) {
-	from := b.state
-	b.state = to
-	if b.onChange != nil && from != to {
+	from := breakerState(b.state.Load())
+	if from == to {
+		return
+	}
+	b.state.Store(int32(to))
+	if b.onChange != nil {
 		b.onChange(from, to)
 	}
 }
 
 func (b *breaker) current() breakerState {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state
+	if b.off() {
+		return breakerClosed
+	}
+	return breakerState(b.state.Load())
 }

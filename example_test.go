@@ -29,7 +29,9 @@ func exampleLimiter() (*sluice.Limiter, func(time.Duration), func()) {
 		panic(err)
 	}
 	now := time.Unix(1_700_000_000, 0)
-	lim, err := sluice.New(client, sluice.WithClock(func() time.Time { return now }))
+	// A pinned clock, and a timeout no loaded machine reaches, so the
+	// output never depends on where the example runs.
+	lim, err := sluice.New(client, sluice.WithClock(func() time.Time { return now }), sluice.WithTimeout(time.Minute))
 	if err != nil {
 		panic(err)
 	}
@@ -139,7 +141,7 @@ func ExampleSlidingWindow() {
 	// The clock was 20s into a minute; 70s later it is 30s into the next
 	// one, so half of the full minute still overlaps the sliding window.
 	advance(70 * time.Second)
-	r, _ = limiter.Peek(ctx, "tenant-9", limit)
+	r, _ = limiter.AllowN(ctx, "tenant-9", limit, 0) // cost 0 reports, charging nothing
 	fmt.Printf("70s later: remaining=%d\n", r.Remaining)
 	// Output:
 	// cost 10: allowed=true remaining=0
@@ -191,16 +193,23 @@ func ExampleLimiter_Peek() {
 	ctx := context.Background()
 
 	limit := sluice.Must(sluice.FixedWindow(10, time.Hour)).Named("exports")
-	limiter.AllowN(ctx, "acme", limit, 3)
-	r, _ := limiter.Peek(ctx, "acme", limit) // charges nothing
-	fmt.Println("remaining:", r.Remaining)
+	limiter.AllowN(ctx, "acme", limit, 9)
+	// Peek answers "would one more request pass?" as Allow would, and
+	// charges nothing; AllowN with cost 0 reports the quota left.
+	p, _ := limiter.Peek(ctx, "acme", limit)
+	q, _ := limiter.AllowN(ctx, "acme", limit, 0)
+	fmt.Println("peek:", p.Allowed, "remaining after it:", p.Remaining, "quota left:", q.Remaining)
+	limiter.Allow(ctx, "acme", limit)
+	p, _ = limiter.Peek(ctx, "acme", limit)
+	fmt.Println("spent:", p.Allowed, "retry after:", p.RetryAfter)
 	limiter.Reset(ctx, "acme", limit)
-	r, _ = limiter.Peek(ctx, "acme", limit)
-	fmt.Println("after Reset:", r.Remaining)
+	q, _ = limiter.AllowN(ctx, "acme", limit, 0)
+	fmt.Println("after Reset:", q.Remaining)
 	fmt.Println(limiter.Key("acme", limit))
 	fmt.Println(limiter.Key("{evil}\n", limit)[:16] + "…")
 	// Output:
-	// remaining: 7
+	// peek: true remaining after it: 0 quota left: 1
+	// spent: false retry after: 46m40s
 	// after Reset: 10
 	// sluice:{acme}:exports
 	// sluice:{~56a004d…

@@ -179,7 +179,7 @@ func TestLimiterOnMiniredis(t *testing.T) {
 	m.ClockTTL(true)
 	clk := newClock(time.Unix(1_800_000_000, 0))
 	clk.set(m)
-	l, err := New(miniClient(t, m), WithClock(clk.now))
+	l, err := New(miniClient(t, m), opts(WithClock(clk.now))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestFailurePolicies(t *testing.T) {
 
 func TestCallerCancellationIsAnError(t *testing.T) {
 	m := miniredis.RunT(t)
-	l, _ := New(miniClient(t, m))
+	l, _ := New(miniClient(t, m), quiet...)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.Allow(ctx, "id", Must(GCRA(1, time.Second, 1))); !errors.Is(err, context.Canceled) {
@@ -435,7 +435,7 @@ func TestLimiterOnRealRedisAndCluster(t *testing.T) {
 	defer cc.Close()
 	for name, client := range map[string]rueidis.Client{"standalone": c, "cluster": cc} {
 		t.Run(name, func(t *testing.T) {
-			l, err := New(client) // Redis TIME decides
+			l, err := New(client, quiet...) // Redis TIME decides
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -469,7 +469,7 @@ func TestLimiterOnRealRedisAndCluster(t *testing.T) {
 // as an ErrInvalidLimit error here).
 func TestLimitBoundsMatchScripts(t *testing.T) {
 	m := miniredis.RunT(t)
-	l, _ := New(miniClient(t, m), WithFailurePolicy(FailClosed), WithClock(func() time.Time { return time.Unix(1_800_000_000, 0) }))
+	l, _ := New(miniClient(t, m), WithTimeout(time.Minute), WithFailurePolicy(FailClosed), WithClock(func() time.Time { return time.Unix(1_800_000_000, 0) }))
 	for _, lim := range []Limit{
 		Must(GCRA(1_000_000, 24*time.Hour, 1_000_000)),
 		Must(GCRA(3, 24*time.Hour, 52_000)),
@@ -513,7 +513,7 @@ func TestOneEvalshaPerDecision(t *testing.T) {
 	ctx := context.Background()
 	m := miniredis.RunT(t)
 	log := &commandLog{Client: miniClient(t, m)}
-	l, _ := New(log)
+	l, _ := New(log, quiet...)
 	conc := Must(Concurrency(3, time.Minute))
 	var lease Lease
 	decisions := []struct {

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -48,6 +49,51 @@ type metrics struct {
 	duration  metric.Float64Histogram
 	failures  metric.Int64Counter
 	breaker   metric.Int64Counter
+
+	sets sync.Map // limit name and algorithm → *limitSets
+}
+
+// limitSets are one limit's attribute sets, built once: decisions record
+// with a precomputed option, not a slice of attributes per call.
+type limitSets struct {
+	decision [2][2]metric.MeasurementOption // [allowed][degraded]
+	duration [2]metric.MeasurementOption    // [degraded]
+	failure  map[string]metric.MeasurementOption
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (m *metrics) setsOf(lim Limit) *limitSets {
+	k := string(lim.Algorithm) + "/" + lim.Name
+	if s, ok := m.sets.Load(k); ok {
+		return s.(*limitSets)
+	}
+	base := []attribute.KeyValue{
+		attribute.String("sluice.limit", lim.Name),
+		attribute.String("sluice.algorithm", string(lim.Algorithm)),
+	}
+	with := func(extra ...attribute.KeyValue) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), extra...)...))
+	}
+	s := &limitSets{failure: map[string]metric.MeasurementOption{}}
+	for _, allowed := range []bool{false, true} {
+		for _, degraded := range []bool{false, true} {
+			s.decision[b2i(allowed)][b2i(degraded)] = with(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
+		}
+	}
+	for _, degraded := range []bool{false, true} {
+		s.duration[b2i(degraded)] = with(attribute.Bool("sluice.degraded", degraded))
+	}
+	for _, kind := range []string{"timeout", "breaker_open", "error"} {
+		s.failure[kind] = with(attribute.String("sluice.failure", kind))
+	}
+	v, _ := m.sets.LoadOrStore(k, s)
+	return v.(*limitSets)
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -77,23 +123,14 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	return m, nil
 }
 
-func limitAttrs(lim Limit) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		attribute.String("sluice.limit", lim.Name),
-		attribute.String("sluice.algorithm", string(lim.Algorithm)),
-	}
-}
-
 // decision records one decision that started at start.
 func (m *metrics) decision(ctx context.Context, res Result, start time.Time) {
 	if m == nil {
 		return
 	}
-	attrs := limitAttrs(res.Limit)
-	m.duration.Record(ctx, time.Since(start).Seconds(),
-		metric.WithAttributes(append(attrs, attribute.Bool("sluice.degraded", res.Degraded))...))
-	m.decisions.Add(ctx, 1, metric.WithAttributes(append(attrs,
-		attribute.Bool("sluice.allowed", res.Allowed), attribute.Bool("sluice.degraded", res.Degraded))...))
+	s := m.setsOf(res.Limit)
+	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)])
+	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)])
 }
 
 // failure records a decision Redis could not make.
@@ -108,7 +145,7 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 	case isTimeout(err):
 		kind = "timeout"
 	}
-	m.failures.Add(ctx, 1, metric.WithAttributes(append(limitAttrs(lim), attribute.String("sluice.failure", kind))...))
+	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind])
 }
 
 // transition records a breaker state change.

@@ -33,7 +33,7 @@ func (r *recorder) key(name string, opts []metric.AddOption) string {
 	set := metric.NewAddConfig(opts).Attributes()
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	sort.Strings(parts)
 	return name + "{" + strings.Join(parts, ",") + "}"
@@ -98,7 +98,7 @@ func TestMetrics(t *testing.T) {
 	m := miniredis.RunT(t)
 	rec := newRecorder()
 	clk := newClock(time.Unix(1_800_000_000, 0))
-	l, err := New(miniClient(t, m), WithMeterProvider(rec), WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
+	l, err := New(miniClient(t, m), WithMeterProvider(rec), WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil), WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

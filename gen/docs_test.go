@@ -51,6 +51,39 @@ func TestDocsExample(t *testing.T) {
 	}
 }
 
+// TestDocsVariadicExample checks that every declaration shown in the
+// excerpts of generated Go for the variadic example, in docs/annotations.md
+// and docs/generated-code.md, is word for word in what the generator
+// produces for the example script of docs/annotations.md.
+func TestDocsVariadicExample(t *testing.T) {
+	b, err := os.ReadFile(annotationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fencedAfter(t, string(b), "<!-- example: multi_window.lua -->")
+	out, err := gen.Generate("limits", []gen.File{{Path: "multi_window.lua", Src: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out["multi_window.lua.go"])
+	for _, path := range []string{annotationsDoc, "../docs/generated-code.md"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		excerpt := fencedAfter(t, string(b), "<!-- generated excerpt: multi_window.lua.go -->")
+		parts := strings.Split(excerpt, "\n\n")
+		if len(parts) < 3 {
+			t.Fatalf("%s: the excerpt has %d declarations, want the Keys and Args structs and Call", path, len(parts))
+		}
+		for _, part := range parts {
+			if !strings.Contains(got, strings.TrimSpace(part)+"\n") {
+				t.Errorf("%s shows code the generator does not write for the example:\n%s\n\ngenerated:\n%s", path, part, got)
+			}
+		}
+	}
+}
+
 var (
 	quoted  = regexp.MustCompile(`"[^"]*"`)
 	goNames = regexp.MustCompile(`both are \w+ in Go`)

@@ -31,6 +31,30 @@ func addSeeds(f *testing.F) {
 	f.Add([]byte("-- @script s\n--\t@arg n int?\n-- @return r bool\nreturn {1}"))
 	f.Add([]byte("-- @script s\r\n-- @key k\r\nreturn 1\r\n"))
 	f.Add([]byte("-- @script s\nfor i = 1, 2 do goto x ::x:: end\n"))
+	f.Add([]byte("-- @script s\n-- @key a\n-- @key b...\n-- @arg n int?\n-- @arg l float... d\nreturn 1\n"))
+	f.Add([]byte("-- @script s\n-- @key b... x\n-- @arg l int?...\n-- @arg m... string\n-- @return r int ...\n"))
+}
+
+// checkVariadic checks the rules of variadic keys and list arguments on a
+// script Parse accepted: only the last key or argument can be variadic, and
+// a list argument is not optional.
+func checkVariadic(t *testing.T, s *gen.Script) {
+	t.Helper()
+	for i, k := range s.Keys {
+		if k.Variadic && i != len(s.Keys)-1 {
+			t.Fatalf("variadic key %q is not the last of %d", k.Name, len(s.Keys))
+		}
+	}
+	for i, a := range s.Args {
+		if a.Variadic && (i != len(s.Args)-1 || a.Optional) {
+			t.Fatalf("list argument %q: position %d of %d, optional %v", a.Name, i+1, len(s.Args), a.Optional)
+		}
+	}
+	for _, r := range s.Returns {
+		if r.Variadic || r.Optional {
+			t.Fatalf("reply element %q is variadic or optional", r.Name)
+		}
+	}
 }
 
 // FuzzParse checks that Parse never panics and that every failure is an
@@ -46,6 +70,7 @@ func FuzzParse(f *testing.F) {
 			if goName, problem := gen.GoName(s.Name); problem != "" || goName != s.GoName {
 				t.Fatalf("script name %q: GoName %q, problem %q", s.Name, s.GoName, problem)
 			}
+			checkVariadic(t, s)
 			return
 		}
 		if s != nil {

@@ -83,8 +83,9 @@ func generateCase(t *testing.T, inputs []gen.File) (map[string][]byte, string) {
 
 // TestGolden runs every case of testdata/golden and compares the generated
 // files and the error output with the expected ones; with -update it
-// rewrites them. The expected Go of all cases is then compiled and vetted in
-// one scratch module.
+// rewrites them. The expected Go of all cases is then compiled, vetted and
+// tested (with the NAME_test.go files of the case folders) in one scratch
+// module.
 func TestGolden(t *testing.T) {
 	cases := loadGoldenCases(t)
 	compile := map[string][]byte{}
@@ -119,8 +120,15 @@ func TestGolden(t *testing.T) {
 				}
 				checkGenerated(t, goldenPkg, s.GoName, in.Src, out[gen.OutputPath(in.Path)])
 			}
-			// Compile what is on disk: the expected files themselves.
-			for name := range out {
+			// Compile what is on disk: the expected files themselves, and
+			// the case's own tests of the generated code (NAME_test.go).
+			tests, err := filepath.Glob(filepath.Join(c.dir, "*_test.go"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := append(tests, expectedGo(t, c)...)
+			for _, name := range names {
+				name = filepath.Base(name)
 				b, err := os.ReadFile(filepath.Join(c.dir, name))
 				if err != nil {
 					t.Fatal(err)
@@ -136,7 +144,7 @@ func TestGolden(t *testing.T) {
 		if len(compile) == 0 {
 			t.Fatal("no successful golden case to compile")
 		}
-		goVetModule(t, compile)
+		goTestModule(t, compile)
 	})
 }
 

@@ -141,9 +141,10 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// goVetModule writes a module replacing sluice with this repository, holding
-// files (path relative to the module → content), and runs go vet ./... on it.
-func goVetModule(t *testing.T, files map[string][]byte) {
+// goTestModule writes a module replacing sluice with this repository,
+// holding files (path relative to the module → content), and runs go vet
+// ./... and go test ./... on it.
+func goTestModule(t *testing.T, files map[string][]byte) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -167,11 +168,13 @@ func goVetModule(t *testing.T, files map[string][]byte) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(goBin, "vet", "./...")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go vet ./... on the generated code: %v\n%s", err, out)
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s on the generated code: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }

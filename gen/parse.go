@@ -50,6 +50,7 @@ type Field struct {
 	Doc      string // text after the name (and type) on the annotation line
 	Type     Type   // String for keys
 	Optional bool   // ARGV only: declared with a trailing '?'
+	Variadic bool   // the last KEYS or ARGV entry, declared with a trailing "...": it takes every remaining entry
 	Line     int    // 1-based line of the annotation
 	Col      int    // 1-based column of the name
 }
@@ -299,6 +300,8 @@ func parseHeader(s *Script, src []byte, e *errs) {
 	names := map[string]map[string]string{"key": {}, "arg": {}, "return": {}} // per section: Go name -> annotation name
 	inHeader := true
 	optionalSeen := false
+	variadicKey := "" // the name of the variadic @key, once declared
+	listArg := ""     // the name of the list @arg, once declared
 
 	for i, raw := range lines {
 		lineNo := i + 1
@@ -363,13 +366,20 @@ func parseHeader(s *Script, src []byte, e *errs) {
 				e.add(lineNo, cols[0], "@key needs a name: @key NAME [description]")
 				continue
 			}
-			f, ok := field(e, lineNo, words, cols, body, bodyCol, false)
+			f, ok := field(e, lineNo, directive, words, cols, body, bodyCol)
 			if !ok {
 				continue
 			}
 			f.Type = String
+			if variadicKey != "" {
+				e.add(lineNo, f.Col, "key %q after the variadic key %q; a variadic @key must be the last @key", f.Name, variadicKey)
+				continue
+			}
 			if checkUnique(e, names["key"], f, "key") {
 				s.Keys = append(s.Keys, f)
+				if f.Variadic {
+					variadicKey = f.Name
+				}
 			}
 		case "@arg", "@return":
 			what := directive[1:]
@@ -377,19 +387,19 @@ func parseHeader(s *Script, src []byte, e *errs) {
 				e.add(lineNo, cols[0], "%s needs a name and a type: %s NAME TYPE [description]", directive, directive)
 				continue
 			}
-			f, ok := field(e, lineNo, words, cols, body, bodyCol, true)
+			f, ok := field(e, lineNo, directive, words, cols, body, bodyCol)
 			if !ok {
 				continue
 			}
-			if f.Optional && directive == "@return" {
-				e.add(lineNo, cols[2]+len(words[2])-1, "reply elements cannot be optional; drop the '?'")
-				continue
-			}
 			if directive == "@arg" {
+				if listArg != "" {
+					e.add(lineNo, f.Col, "arg %q after the list argument %q; a list @arg must be the last @arg", f.Name, listArg)
+					continue
+				}
 				if f.Optional {
 					optionalSeen = true
-				} else if optionalSeen {
-					e.add(lineNo, cols[1], "required argument %q after an optional one; optional arguments come last", f.Name)
+				} else if optionalSeen && !f.Variadic {
+					e.add(lineNo, f.Col, "required argument %q after an optional one; optional arguments come last", f.Name)
 					continue
 				}
 			}
@@ -398,6 +408,9 @@ func parseHeader(s *Script, src []byte, e *errs) {
 			}
 			if directive == "@arg" {
 				s.Args = append(s.Args, f)
+				if f.Variadic {
+					listArg = f.Name
+				}
 			} else {
 				s.Returns = append(s.Returns, f)
 			}
@@ -442,30 +455,85 @@ func fields(s string, col0 int) ([]string, []int) {
 	return words, cols
 }
 
-// field parses "@dir NAME [TYPE] [doc...]".
-func field(e *errs, line int, words []string, cols []int, body string, bodyCol int, typed bool) (Field, bool) {
-	f := Field{Name: words[1], Line: line, Col: cols[1]}
-	goName, ok := checkName(e, line, cols[1], words[1])
+// ellipsis marks a variadic @key (after the name) or a list @arg (after
+// the type).
+const ellipsis = "..."
+
+// field parses "@key NAME[...] [doc...]", "@arg NAME TYPE[?|...] [doc...]"
+// or "@return NAME TYPE [doc...]".
+func field(e *errs, line int, directive string, words []string, cols []int, body string, bodyCol int) (Field, bool) {
+	name := words[1]
+	f := Field{Line: line, Col: cols[1]}
+	if strings.HasSuffix(name, ellipsis) {
+		dots := cols[1] + utf8.RuneCountInString(name) - len(ellipsis)
+		switch directive {
+		case "@key":
+			name = strings.TrimSuffix(name, ellipsis)
+			if name == "" {
+				e.add(line, cols[1], "@key needs a name before '...': @key NAME... [description]")
+				return f, false
+			}
+			f.Variadic = true
+		case "@arg":
+			e.add(line, dots, "'...' goes after the type, not the name: @arg NAME TYPE... [description]")
+			return f, false
+		default:
+			e.add(line, dots, "reply elements cannot be lists; drop the '...'")
+			return f, false
+		}
+	}
+	f.Name = name
+	goName, ok := checkName(e, line, cols[1], name)
 	if !ok {
 		return f, false
 	}
 	f.GoName = goName
 	docIdx := 2
-	if typed {
-		t := words[2]
-		if strings.HasSuffix(t, "?") {
-			f.Optional = true
-			t = strings.TrimSuffix(t, "?")
+	if directive != "@key" {
+		t, tCol := words[2], cols[2]
+		// The markers are looked for in both orders, so that "int?..." and
+		// "int...?" get the same message.
+		list, optional := false, false
+		optCol, dotsCol := 0, 0
+		for range 2 {
+			end := tCol + utf8.RuneCountInString(t)
+			if !list && strings.HasSuffix(t, ellipsis) {
+				list, dotsCol, t = true, end-len(ellipsis), strings.TrimSuffix(t, ellipsis)
+			} else if !optional && strings.HasSuffix(t, "?") {
+				optional, optCol, t = true, end-1, strings.TrimSuffix(t, "?")
+			}
 		}
 		typ, known := typeNames[t]
 		if !known {
-			e.add(line, cols[2], "unknown type %q; want int, float, string or bool", words[2])
+			e.add(line, tCol, "unknown type %q; want int, float, string or bool", words[2])
 			return f, false
 		}
-		f.Type = typ
+		switch {
+		case directive == "@return" && list:
+			e.add(line, dotsCol, "reply elements cannot be lists; drop the '...'")
+			return f, false
+		case directive == "@return" && optional:
+			e.add(line, optCol, "reply elements cannot be optional; drop the '?'")
+			return f, false
+		case list && optional:
+			e.add(line, optCol, "list arguments cannot be optional; drop the '?' (a list may be empty)")
+			return f, false
+		}
+		f.Type, f.Optional, f.Variadic = typ, optional, list
 		docIdx = 3
 	}
 	if docIdx < len(words) {
+		if strings.HasPrefix(words[docIdx], ellipsis) {
+			switch directive {
+			case "@key":
+				e.add(line, cols[docIdx], "'...' must follow the name without a space: @key NAME... [description]")
+			case "@arg":
+				e.add(line, cols[docIdx], "'...' must follow the type without a space: @arg NAME TYPE... [description]")
+			default:
+				e.add(line, cols[docIdx], "reply elements cannot be lists; drop the '...'")
+			}
+			return f, false
+		}
 		// Columns count runes; convert back to a byte offset in body.
 		runeOff := cols[docIdx] - bodyCol
 		f.Doc = strings.TrimSpace(string([]rune(body)[runeOff:]))

@@ -99,6 +99,42 @@ var parseErrorCases = []struct {
 	{"required arg after an optional one", h + "-- @arg a int?\n-- @arg b int\n-- @arg c int?\n", []string{
 		`t.lua:3:9: required argument "b" after an optional one; optional arguments come last`}},
 
+	// Variadic keys and list arguments.
+	{"variadic key not last", h + "-- @key shards...\n-- @key lock\n", []string{
+		`t.lua:3:9: key "lock" after the variadic key "shards"; a variadic @key must be the last @key`}},
+	{"two variadic keys", h + "-- @key a...\n-- @key b...\n", []string{
+		`t.lua:3:9: key "b" after the variadic key "a"; a variadic @key must be the last @key`}},
+	{"variadic key without a name", h + "-- @key ...\n", []string{
+		"t.lua:2:9: @key needs a name before '...': @key NAME... [description]"}},
+	{"space before a key's '...'", h + "-- @key k ...\n", []string{
+		"t.lua:2:11: '...' must follow the name without a space: @key NAME... [description]"}},
+	{"key name ending in four dots", h + "-- @key k....\n", []string{
+		`t.lua:2:9: invalid name "k.": use lower snake case, [a-z][a-z0-9]* joined by single underscores`}},
+	{"list arg not last", h + "-- @arg limits int...\n-- @arg cost int\n", []string{
+		`t.lua:3:9: arg "cost" after the list argument "limits"; a list @arg must be the last @arg`}},
+	{"optional arg after a list arg", h + "-- @arg limits int...\n-- @arg now int?\n", []string{
+		`t.lua:3:9: arg "now" after the list argument "limits"; a list @arg must be the last @arg`}},
+	{"optional list arg", h + "-- @arg l int?...\n", []string{
+		"t.lua:2:14: list arguments cannot be optional; drop the '?' (a list may be empty)"}},
+	{"optional list arg, '?' last", h + "-- @arg l int...?\n", []string{
+		"t.lua:2:17: list arguments cannot be optional; drop the '?' (a list may be empty)"}},
+	{"list marker after an arg name", h + "-- @arg limits... int\n", []string{
+		"t.lua:2:15: '...' goes after the type, not the name: @arg NAME TYPE... [description]"}},
+	{"space before an arg's '...'", h + "-- @arg n int ...\n", []string{
+		"t.lua:2:15: '...' must follow the type without a space: @arg NAME TYPE... [description]"}},
+	{"unknown list type", h + "-- @arg n integer...\n", []string{
+		`t.lua:2:11: unknown type "integer..."; want int, float, string or bool`}},
+	{"type with four dots", h + "-- @arg n int....\n", []string{
+		`t.lua:2:11: unknown type "int...."; want int, float, string or bool`}},
+	{"list return", h + "-- @return v int...\n", []string{
+		"t.lua:2:17: reply elements cannot be lists; drop the '...'"}},
+	{"list marker after a return name", h + "-- @return v... int\n", []string{
+		"t.lua:2:13: reply elements cannot be lists; drop the '...'"}},
+	{"space before a return's '...'", h + "-- @return v int ...\n", []string{
+		"t.lua:2:18: reply elements cannot be lists; drop the '...'"}},
+	{"variadic script name", "-- @script s...\n", []string{
+		`t.lua:1:12: invalid name "s...": use lower snake case, [a-z][a-z0-9]* joined by single underscores`}},
+
 	// Duplicates and collisions, per section.
 	{"duplicate key", h + "-- @key k\n-- @key k\n", []string{
 		`t.lua:3:9: key "k" declared twice`}},
@@ -236,6 +272,48 @@ func TestParseScript(t *testing.T) {
 	}{{"Keys", s.Keys, wantKeys}, {"Args", s.Args, wantArgs}, {"Returns", s.Returns, wantReturns}} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.what, c.got, c.want)
+		}
+	}
+}
+
+// TestParseVariadic checks the fields of a variadic key and of a list
+// argument that follows an optional one.
+func TestParseVariadic(t *testing.T) {
+	src := "-- @script multi\n" +
+		"-- @key lock\n" +
+		"-- @key states...     one per limit\n" +
+		"-- @arg cost int\n" +
+		"-- @arg now int?\n" +
+		"-- @arg limits int... limit, period and burst of each limit; ... is fine here\n" +
+		"return 1\n"
+	s, err := gen.Parse("t.lua", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []gen.Field{
+		{Name: "lock", GoName: "Lock", Type: gen.String, Line: 2, Col: 9},
+		{Name: "states", GoName: "States", Doc: "one per limit", Type: gen.String, Variadic: true, Line: 3, Col: 9},
+	}
+	wantArgs := []gen.Field{
+		{Name: "cost", GoName: "Cost", Type: gen.Int, Line: 4, Col: 9},
+		{Name: "now", GoName: "Now", Type: gen.Int, Optional: true, Line: 5, Col: 9},
+		{Name: "limits", GoName: "Limits", Doc: "limit, period and burst of each limit; ... is fine here", Type: gen.Int, Variadic: true, Line: 6, Col: 9},
+	}
+	if !reflect.DeepEqual(s.Keys, wantKeys) {
+		t.Errorf("Keys:\n got %+v\nwant %+v", s.Keys, wantKeys)
+	}
+	if !reflect.DeepEqual(s.Args, wantArgs) {
+		t.Errorf("Args:\n got %+v\nwant %+v", s.Args, wantArgs)
+	}
+
+	// Each type can be a list, with or without other arguments before it.
+	for typ, want := range map[string]gen.Type{"int": gen.Int, "float": gen.Float, "string": gen.String, "bool": gen.Bool} {
+		s, err := gen.Parse("t.lua", []byte("-- @script s\n-- @key only...\n-- @arg xs "+typ+"...\nreturn 1\n"))
+		if err != nil {
+			t.Fatalf("%s...: %v", typ, err)
+		}
+		if len(s.Keys) != 1 || !s.Keys[0].Variadic || len(s.Args) != 1 || !s.Args[0].Variadic || s.Args[0].Type != want || s.Args[0].Optional {
+			t.Errorf("%s...: Keys %+v, Args %+v", typ, s.Keys, s.Args)
 		}
 	}
 }

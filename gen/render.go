@@ -12,14 +12,18 @@ import (
 	"unicode"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/sluice-go/sluice/runtime/luart"
 )
 
 // Version is the luagen version written into every generated file.
 const Version = "v0.1.0"
 
-// GenVersion is the generated-code version checked against the runtime at
-// compile time; it must lie within luart.MinVersion..luart.MaxVersion.
-const GenVersion = 1
+// GenVersion is the generated-code version written into every generated
+// file and checked against the runtime at compile time. It is the runtime's
+// own luart.GenVersion, so the generator and the runtime of one module
+// version always agree; it must lie within luart.MinVersion..MaxVersion.
+const GenVersion = luart.GenVersion
 
 // HeaderLine is the first line of every generated file. It matches Go's rule
 // for generated code: ^// Code generated .* DO NOT EDIT\.$
@@ -167,8 +171,12 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Comment(fmt.Sprintf("// %s are the KEYS of %s, in order.", keysT, file))
 	f.Type().Id(keysT).StructFunc(func(g *jen.Group) {
 		for i, k := range s.Keys {
-			g.Comment(docComment(fmt.Sprintf("%s is KEYS[%d]%s", k.GoName, i+1, docSuffix(k.Doc))))
-			g.Id(k.GoName).String()
+			g.Comment(docComment(fmt.Sprintf("%s is %s%s", k.GoName, position("KEYS", i, k.Variadic), docSuffix(k.Doc))))
+			st := g.Id(k.GoName)
+			if k.Variadic {
+				st.Index()
+			}
+			st.String()
 		}
 	})
 
@@ -183,10 +191,13 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Comment(argsDoc)
 	f.Type().Id(argsT).StructFunc(func(g *jen.Group) {
 		for i, a := range s.Args {
-			g.Comment(docComment(fmt.Sprintf("%s is ARGV[%d]%s", a.GoName, i+1, docSuffix(a.Doc))))
+			g.Comment(docComment(fmt.Sprintf("%s is %s%s", a.GoName, position("ARGV", i, a.Variadic), docSuffix(a.Doc))))
 			st := g.Id(a.GoName)
-			if a.Optional {
+			switch {
+			case a.Optional:
 				st.Op("*")
+			case a.Variadic:
+				st.Index()
 			}
 			st.Add(goType(a.Type))
 		}
@@ -221,21 +232,7 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Func().Params(recv.Clone()).Id("Call").Params(
 		jen.Id("keys").Id(keysT),
 		jen.Id("args").Id(argsT),
-	).Qual(luartPath, "Call").Block(
-		jen.Return(jen.Qual(luartPath, "Call").Values(
-			jen.Line().Id("Script").Op(":").Op("&").Id("s").Dot("Script"),
-			jen.Line().Id("Keys").Op(":").Index().String().ValuesFunc(func(g *jen.Group) {
-				for _, k := range s.Keys {
-					g.Id("keys").Dot(k.GoName)
-				}
-			}),
-			jen.Line().Id("Args").Op(":").Index().String().ValuesFunc(func(g *jen.Group) {
-				for _, a := range s.Args {
-					g.Add(formatArg(a))
-				}
-			}).Op(",").Line(),
-		)),
-	)
+	).Qual(luartPath, "Call").Block(callBody(s)...)
 
 	// Decode.
 	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script as %s. Server\n// errors and replies of the wrong shape come back as *luart.Error.", resultT))
@@ -334,9 +331,120 @@ func decodeMethod(t Type) string {
 	return "String"
 }
 
+// position names the KEYS or ARGV entries of the i-th (0-based) field.
+func position(table string, i int, variadic bool) string {
+	if variadic {
+		return fmt.Sprintf("%s[%d..n], zero or more", table, i+1)
+	}
+	return fmt.Sprintf("%s[%d]", table, i+1)
+}
+
+// callBody builds the statements of Call. KEYS and ARGV share one backing
+// array, so that building a call costs one allocation besides the formatted
+// numbers: a composite literal when every entry is fixed, else a slice made
+// with the exact capacity and appended to. Keys is capped at its length, so
+// appending to it never overwrites Args.
+func callBody(s *Script) []jen.Code {
+	var keys, args []jen.Code // the fixed entries
+	var moreKeys, moreArgs *Field
+	for i := range s.Keys {
+		if k := &s.Keys[i]; k.Variadic {
+			moreKeys = k
+		} else {
+			keys = append(keys, jen.Id("keys").Dot(k.GoName))
+		}
+	}
+	for i := range s.Args {
+		if a := &s.Args[i]; a.Variadic {
+			moreArgs = a
+		} else {
+			args = append(args, formatArg(*a))
+		}
+	}
+	v := func() *jen.Statement { return jen.Id("v") }
+	var body []jen.Code
+	var keysExpr, argsExpr jen.Code
+	if moreKeys == nil && moreArgs == nil {
+		switch {
+		case len(keys) == 0 && len(args) == 0:
+		case len(args) == 0:
+			keysExpr = jen.Index().String().Values(keys...)
+		case len(keys) == 0:
+			argsExpr = jen.Index().String().Values(args...)
+		default:
+			body = append(body, v().Op(":=").Index().String().Values(append(keys, args...)...))
+			keysExpr = v().Index(jen.Empty(), jen.Lit(len(keys)), jen.Lit(len(keys)))
+			argsExpr = v().Index(jen.Lit(len(keys)), jen.Empty())
+		}
+	} else {
+		var terms []jen.Code
+		if n := len(keys) + len(args); n > 0 {
+			terms = append(terms, jen.Lit(n))
+		}
+		if moreKeys != nil {
+			terms = append(terms, jen.Len(jen.Id("keys").Dot(moreKeys.GoName)))
+		}
+		if moreArgs != nil {
+			terms = append(terms, jen.Len(jen.Id("args").Dot(moreArgs.GoName)))
+		}
+		capacity := jen.Add(terms[0])
+		for _, t := range terms[1:] {
+			capacity.Op("+").Add(t)
+		}
+		body = append(body, v().Op(":=").Make(jen.Index().String(), jen.Lit(0), capacity))
+		if len(keys) > 0 {
+			body = append(body, v().Op("=").Append(append([]jen.Code{v()}, keys...)...))
+		}
+		if moreKeys != nil {
+			body = append(body, v().Op("=").Append(v(), jen.Id("keys").Dot(moreKeys.GoName).Op("...")))
+		}
+		split := func() *jen.Statement { return jen.Lit(len(keys)) }
+		if moreKeys != nil && len(s.Args) > 0 {
+			body = append(body, jen.Id("n").Op(":=").Len(v()))
+			split = func() *jen.Statement { return jen.Id("n") }
+		}
+		if len(args) > 0 {
+			body = append(body, v().Op("=").Append(append([]jen.Code{v()}, args...)...))
+		}
+		if moreArgs != nil {
+			list := jen.Id("args").Dot(moreArgs.GoName)
+			if moreArgs.Type == String {
+				body = append(body, v().Op("=").Append(v(), list.Op("...")))
+			} else {
+				body = append(body, jen.For(jen.List(jen.Id("_"), jen.Id("x")).Op(":=").Range().Add(list)).Block(
+					v().Op("=").Append(v(), jen.Qual(luartPath, "Format"+typeFunc(moreArgs.Type)).Call(jen.Id("x"))),
+				))
+			}
+		}
+		switch {
+		case len(s.Args) == 0:
+			keysExpr = v()
+		case len(s.Keys) == 0:
+			argsExpr = v()
+		default:
+			keysExpr = v().Index(jen.Empty(), split(), split())
+			argsExpr = v().Index(split(), jen.Empty())
+		}
+	}
+	fields := []jen.Code{jen.Line().Id("Script").Op(":").Op("&").Id("s").Dot("Script")}
+	if keysExpr != nil {
+		fields = append(fields, jen.Line().Id("Keys").Op(":").Add(keysExpr))
+	}
+	if argsExpr != nil {
+		fields = append(fields, jen.Line().Id("Args").Op(":").Add(argsExpr))
+	}
+	fields[len(fields)-1] = jen.Add(fields[len(fields)-1]).Op(",").Line()
+	return append(body, jen.Return(jen.Qual(luartPath, "Call").Values(fields...)))
+}
+
+// typeFunc is the suffix of the luart Format and Decoder methods of t.
+func typeFunc(t Type) string {
+	return map[Type]string{Int: "Int", Float: "Float", Bool: "Bool", String: "String"}[t]
+}
+
 func formatArg(a Field) jen.Code {
 	v := jen.Id("args").Dot(a.GoName)
-	name := map[Type]string{Int: "Int", Float: "Float", Bool: "Bool", String: "String"}[a.Type]
+	name := typeFunc(a.Type)
 	switch {
 	case a.Optional:
 		return jen.Qual(luartPath, "FormatOpt"+name).Call(v)

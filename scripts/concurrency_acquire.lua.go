@@ -246,10 +246,11 @@ func (s *ConcurrencyAcquireScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ConcurrencyAcquireScript) Call(keys ConcurrencyAcquireKeys, args ConcurrencyAcquireArgs) luart.Call {
+	v := []string{keys.Holders, luart.FormatInt(args.Limit), luart.FormatInt(args.Lease), args.Id, luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Holders},
-		Args:   []string{luart.FormatInt(args.Limit), luart.FormatInt(args.Lease), args.Id, luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

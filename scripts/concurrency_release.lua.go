@@ -199,10 +199,11 @@ func (s *ConcurrencyReleaseScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ConcurrencyReleaseScript) Call(keys ConcurrencyReleaseKeys, args ConcurrencyReleaseArgs) luart.Call {
+	v := []string{keys.Holders, args.Id, luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Holders},
-		Args:   []string{args.Id, luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -253,10 +253,11 @@ func (s *FixedWindowScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *FixedWindowScript) Call(keys FixedWindowKeys, args FixedWindowArgs) luart.Call {
+	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.State},
-		Args:   []string{luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -379,10 +379,11 @@ func (s *GcraMultiScript) Run(ctx context.Context, client rueidis.CommandClient,
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *GcraMultiScript) Call(keys GcraMultiKeys, args GcraMultiArgs) luart.Call {
+	v := []string{keys.State, args.Limits, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.State},
-		Args:   []string{args.Limits, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -362,10 +362,11 @@ func (s *SlidingLogScript) Run(ctx context.Context, client rueidis.CommandClient
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *SlidingLogScript) Call(keys SlidingLogKeys, args SlidingLogArgs) luart.Call {
+	v := []string{keys.Log, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Log},
-		Args:   []string{luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -397,10 +397,11 @@ func (s *SlidingWindowMultiScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *SlidingWindowMultiScript) Call(keys SlidingWindowMultiKeys, args SlidingWindowMultiArgs) luart.Call {
+	v := []string{keys.State, args.Limits, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.State},
-		Args:   []string{args.Limits, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -381,15 +381,14 @@ func (s *Sandbox) Run(ctx context.Context, script string, keys, args []string) (
 
 // runState is one script run.
 type runState struct {
-	sb    *Sandbox
-	run   *Run
-	peer  *server.Peer
-	w     *bufio.Writer
-	buf   *bytes.Buffer
-	L     *lua.LState
-	env   *lua.LTable // the empty proxy the script sees as _G
-	null  *lua.LUserData
-	depth int
+	sb   *Sandbox
+	run  *Run
+	peer *server.Peer
+	w    *bufio.Writer
+	buf  *bytes.Buffer
+	L    *lua.LState
+	env  *lua.LTable // the empty proxy the script sees as _G
+	null *lua.LUserData
 }
 
 func (rs *runState) exec(ctx context.Context, c *compiled, keys, args []string) (err error) {

@@ -47,6 +47,7 @@ func TestUsedBy(t *testing.T) {
 		"go.sum":            string(sum),
 		"hits/hits.go":      usedByHitsGo,
 		"hits/hit.lua":      usedByHitLua,
+		"hits/hit_all.lua":  usedByHitAllLua,
 		"hits/hit_test.go":  usedByHitTest,
 		"peek/peek.go":      usedByPeekGo,
 		"peek/peek.lua":     usedByPeekLua,
@@ -96,7 +97,7 @@ func TestUsedBy(t *testing.T) {
 	}
 
 	goCmd("generate", "./...")
-	for _, p := range []string{"hits/hit.lua.go", "peek/peek.lua.go"} {
+	for _, p := range []string{"hits/hit.lua.go", "hits/hit_all.lua.go", "peek/peek.lua.go"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatalf("go generate did not write %s: %v", p, err)
@@ -147,6 +148,30 @@ end
 return {n, redis.call('PTTL', KEYS[1]), n == by}
 `
 
+const usedByHitAllLua = `-- HitAll counts a hit on every counter in KEYS, each by its own amount.
+--
+-- @script hit_all
+-- @key counters...     counters sharing one hash tag
+-- @arg ttl_ms int      lifetime of a new counter in ms
+-- @arg weight int?     multiplies every amount; 1 when unset
+-- @arg by int...       one amount per counter
+-- @return total int    sum of the counters after the hits
+if #ARGV - 2 ~= #KEYS then
+  return redis.error_reply('ERR hit_all: want one amount per counter')
+end
+local weight = tonumber(ARGV[2]) or 1
+local total = 0
+for i = 1, #KEYS do
+  local by = tonumber(ARGV[2 + i]) * weight
+  local n = redis.call('INCRBY', KEYS[i], by)
+  if n == by then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  end
+  total = total + n
+end
+return {total}
+`
+
 const usedByPeekGo = `// Package peek reads the hit counter.
 package peek
 
@@ -171,7 +196,9 @@ const usedByHitTest = `package hits_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -251,6 +278,41 @@ func TestGenerated(t *testing.T) {
 			p, err = peek.Peek.Decode(res[1])
 			if err != nil || p != (peek.PeekResult{Count: 7, Exists: true}) {
 				t.Fatalf("batched peek = %+v, %v; want count 7", p, err)
+			}
+
+			// A variadic key and a list argument after an optional one.
+			a, b := "usedby:{h}:a", "usedby:{h}:b"
+			if err := c.Do(ctx, c.B().Del().Key(a, b).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			all, err := hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{2, 300}})
+			if err != nil || all.Total != 302 {
+				t.Fatalf("HitAll by 2, 300 = %+v, %v; want total 302", all, err)
+			}
+			ten := int64(10)
+			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TtlMs: 60000, Weight: &ten, By: []int64{1, -30}})
+			if err != nil || all.Total != 12+0 {
+				t.Fatalf("HitAll by 1, -30 weighted 10 = %+v, %v; want total 12 (a 12, b 0)", all, err)
+			}
+			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{}, hits.HitAllArgs{TtlMs: 60000})
+			if err != nil || all.Total != 0 {
+				t.Fatalf("HitAll on no counters = %+v, %v; want total 0", all, err)
+			}
+			_, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{1, 2}})
+			var re *rueidis.RedisError
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "want one amount per counter") {
+				t.Fatalf("HitAll with two amounts for one counter: %v; want the script's error reply", err)
+			}
+			res = luart.Exec(ctx, c,
+				hits.HitAll.Call(hits.HitAllKeys{Counters: []string{b, a}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{5, 0}}),
+				peek.Peek.Call(peek.PeekKeys{Counter: a}, peek.PeekArgs{}),
+			)
+			all, err = hits.HitAll.Decode(res[0])
+			if err != nil || all.Total != 5+12 {
+				t.Fatalf("batched HitAll = %+v, %v; want total 17 (b 5, a 12)", all, err)
+			}
+			if p, err := peek.Peek.Decode(res[1]); err != nil || p.Count != 12 {
+				t.Fatalf("batched peek of a = %+v, %v; want 12", p, err)
 			}
 
 			// SCRIPT LOAD of the file gives the generated SHA1.

@@ -247,6 +247,7 @@ func startServer(bin string, port int, extra []string) (*Server, error) {
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
 			_ = s.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case err := <-s.exited:
@@ -353,4 +354,22 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections but
+// answers nothing until Resume, like a server stalled by the kernel or a
+// debugger. Stop and test cleanup resume it first.
+func (s *Server) Pause() error {
+	if s.cmd.Process == nil {
+		return errors.New("redisserver: no process")
+	}
+	return s.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error {
+	if s.cmd.Process == nil {
+		return errors.New("redisserver: no process")
+	}
+	return s.cmd.Process.Signal(syscall.SIGCONT)
 }

@@ -118,10 +118,11 @@ func (s *EveryTypeScript) Run(ctx context.Context, client rueidis.CommandClient,
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *EveryTypeScript) Call(keys EveryTypeKeys, args EveryTypeArgs) luart.Call {
+	v := []string{keys.Source, keys.DestSet, luart.FormatInt(args.Count), luart.FormatFloat(args.Ratio), args.Label, luart.FormatBool(args.Enabled), luart.FormatOptInt(args.Now), luart.FormatOptFloat(args.Scale), luart.FormatOptString(args.Tag), luart.FormatOptBool(args.Strict)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Source, keys.DestSet},
-		Args:   []string{luart.FormatInt(args.Count), luart.FormatFloat(args.Ratio), args.Label, luart.FormatBool(args.Enabled), luart.FormatOptInt(args.Now), luart.FormatOptFloat(args.Scale), luart.FormatOptString(args.Tag), luart.FormatOptBool(args.Strict)},
+		Keys:   v[:2:2],
+		Args:   v[2:],
 	}
 }
 

@@ -71,7 +71,6 @@ func (s *QuoteScript) Run(ctx context.Context, client rueidis.CommandClient, key
 func (s *QuoteScript) Call(keys QuoteKeys, args QuoteArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{},
 		Args:   []string{args.Text},
 	}
 }

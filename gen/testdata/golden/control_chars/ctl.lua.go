@@ -66,7 +66,6 @@ func (s *CtlScript) Call(keys CtlKeys, args CtlArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   []string{keys.K},
-		Args:   []string{},
 	}
 }
 

@@ -65,7 +65,6 @@ func (s *IncrScript) Call(keys IncrKeys, args IncrArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   []string{keys.Counter},
-		Args:   []string{},
 	}
 }
 

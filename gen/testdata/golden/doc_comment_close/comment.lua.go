@@ -76,10 +76,11 @@ func (s *CommentScript) Run(ctx context.Context, client rueidis.CommandClient, k
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *CommentScript) Call(keys CommentKeys, args CommentArgs) luart.Call {
+	v := []string{keys.K, luart.FormatInt(args.A)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.K},
-		Args:   []string{luart.FormatInt(args.A)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -77,10 +77,11 @@ func (s *TokenBucketScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *TokenBucketScript) Call(keys TokenBucketKeys, args TokenBucketArgs) luart.Call {
+	v := []string{keys.Bucket, luart.FormatInt(args.Take)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Bucket},
-		Args:   []string{luart.FormatInt(args.Take)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

@@ -92,10 +92,11 @@ func (s *FixedCounterScript) Run(ctx context.Context, client rueidis.CommandClie
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *FixedCounterScript) Call(keys FixedCounterKeys, args FixedCounterArgs) luart.Call {
+	v := []string{keys.Window, luart.FormatInt(args.Limit)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Window},
-		Args:   []string{luart.FormatInt(args.Limit)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

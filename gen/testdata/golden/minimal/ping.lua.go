@@ -60,8 +60,6 @@ func (s *PingScript) Run(ctx context.Context, client rueidis.CommandClient, keys
 func (s *PingScript) Call(keys PingKeys, args PingArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{},
-		Args:   []string{},
 	}
 }
 

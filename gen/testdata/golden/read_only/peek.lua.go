@@ -72,7 +72,6 @@ func (s *PeekScript) Call(keys PeekKeys, args PeekArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   []string{keys.Counter},
-		Args:   []string{},
 	}
 }
 

@@ -78,10 +78,11 @@ func (s *AcquireScript) Run(ctx context.Context, client rueidis.CommandClient, k
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *AcquireScript) Call(keys AcquireKeys, args AcquireArgs) luart.Call {
+	v := []string{keys.Slots, args.Id, luart.FormatInt(args.Max)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Slots},
-		Args:   []string{args.Id, luart.FormatInt(args.Max)},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

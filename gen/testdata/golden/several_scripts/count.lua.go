@@ -70,7 +70,6 @@ func (s *CountScript) Call(keys CountKeys, args CountArgs) luart.Call {
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   []string{keys.Slots},
-		Args:   []string{},
 	}
 }
 

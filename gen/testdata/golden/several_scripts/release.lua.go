@@ -71,10 +71,11 @@ func (s *ReleaseScript) Run(ctx context.Context, client rueidis.CommandClient, k
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ReleaseScript) Call(keys ReleaseKeys, args ReleaseArgs) luart.Call {
+	v := []string{keys.Slots, args.Id}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   []string{keys.Slots},
-		Args:   []string{args.Id},
+		Keys:   v[:1:1],
+		Args:   v[1:],
 	}
 }
 

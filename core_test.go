@@ -1,0 +1,294 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/internal/redisserver"
+)
+
+// quiet are the options of tests that are not about timeouts or logging: a
+// timeout no loaded machine reaches, and no log output.
+var quiet = []Option{WithTimeout(time.Minute), WithLogger(nil)}
+
+func opts(extra ...Option) []Option { return append(append([]Option(nil), quiet...), extra...) }
+
+// switchClient passes commands to Client until fail is set, then answers
+// every command with a connection error.
+type switchClient struct {
+	rueidis.Client
+	fail  atomic.Bool
+	calls atomic.Int64
+}
+
+func (s *switchClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		return rueidis.NewErrorResult(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	}
+	return s.Client.Do(ctx, cmd)
+}
+
+// miniLimiter is a Limiter on a fresh miniredis whose clock the test drives.
+func miniLimiter(t *testing.T, extra ...Option) (*Limiter, *miniredis.Miniredis, *clock, *switchClient) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	m.ClockTTL(true)
+	clk := newClock(time.Unix(1_800_000_000, 0))
+	clk.set(m)
+	sc := &switchClient{Client: miniClient(t, m)}
+	l, err := New(sc, opts(append([]Option{WithClock(clk.now)}, extra...)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, m, clk, sc
+}
+
+// A limit's quota is one state whatever the call shape: AllowAll(a, b),
+// AllowAll(b, a) and Allow(a) spend the same quota of a, and Peek, Reset
+// and Key address it.
+func TestOneStatePerLimit(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []Algorithm{AlgGCRA, AlgSlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			l, m, _, _ := miniLimiter(t)
+			var a, b Limit
+			if alg == AlgGCRA {
+				a, b = Must(GCRA(1, time.Hour, 1)), Must(GCRA(5, time.Hour, 5))
+			} else {
+				a, b = Must(SlidingWindow(1, time.Hour)), Must(SlidingWindow(5, time.Hour))
+			}
+			if r, err := l.AllowAll(ctx, "u", 1, a, b); err != nil || !r.Allowed {
+				t.Fatalf("AllowAll(a, b): %+v, %v", r, err)
+			}
+			if !m.Exists(l.Key("u", a)) || !m.Exists(l.Key("u", b)) {
+				t.Fatalf("AllowAll did not keep its state under Key(a) and Key(b); keys: %v", m.Keys())
+			}
+			if n := len(m.Keys()); n != 2 {
+				t.Fatalf("%d keys after AllowAll of two limits, want 2: %v", n, m.Keys())
+			}
+			if r, err := l.AllowAll(ctx, "u", 1, b, a); err != nil || r.Allowed || r.Limit.Name != a.Name {
+				t.Fatalf("AllowAll(b, a) after a was spent: %+v, %v; want denied by a", r, err)
+			}
+			if r, err := l.Allow(ctx, "u", a); err != nil || r.Allowed {
+				t.Fatalf("Allow(a) after a was spent: %+v, %v; want denied", r, err)
+			}
+			if r, err := l.Peek(ctx, "u", a); err != nil || r.Allowed || r.RetryAfter <= 0 {
+				t.Fatalf("Peek(a) after a was spent: %+v, %v; want denied with a retry-after", r, err)
+			}
+			// b was charged once (by the first AllowAll only).
+			if r, err := l.AllowN(ctx, "u", b, 0); err != nil || r.Remaining != 4 {
+				t.Fatalf("b: %+v, %v; want 4 remaining", r, err)
+			}
+			if err := l.Reset(ctx, "u", a); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := l.AllowAll(ctx, "u", 1, b, a); err != nil || !r.Allowed {
+				t.Fatalf("AllowAll(b, a) after Reset(a): %+v, %v", r, err)
+			}
+		})
+	}
+}
+
+// Under FailLocal a denied AllowAll charges none of its limits.
+func TestFailLocalAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	l, _, _, sc := miniLimiter(t, WithLocalFallback(1), WithBreaker(0, 0))
+	sc.fail.Store(true)
+	a, b := Must(GCRA(1, time.Hour, 1)).Named("a"), Must(GCRA(1, time.Hour, 1)).Named("b")
+	if r, _ := l.Allow(ctx, "u", b); !r.Allowed || !r.Degraded {
+		t.Fatalf("Allow(b) from the local quota: %+v", r)
+	}
+	if r, _ := l.AllowAll(ctx, "u", 1, a, b); r.Allowed || !r.Degraded || r.Limit.Name != "b" || r.RetryAfter <= 0 {
+		t.Fatalf("AllowAll(a, b) with b spent: %+v; want denied by b", r)
+	}
+	if r, _ := l.Allow(ctx, "u", a); !r.Allowed {
+		t.Fatalf("Allow(a) after a denied AllowAll: %+v; the denied call must not have charged a", r)
+	}
+	if r, _ := l.Peek(ctx, "u", a); r.Allowed || r.RetryAfter <= 0 {
+		t.Fatalf("local Peek(a) with a spent: %+v", r)
+	}
+}
+
+// Every denial carries a retry-after of at least 1µs, whatever the policy.
+func TestFailClosedRetryAfter(t *testing.T) {
+	ctx := context.Background()
+	lim := Must(GCRA(10, time.Second, 10))
+	for name, breaker := range map[string]Option{"no breaker": WithBreaker(0, 0), "breaker": WithBreaker(1, time.Minute)} {
+		t.Run(name, func(t *testing.T) {
+			l, _, clk, sc := miniLimiter(t, WithFailurePolicy(FailClosed), breaker)
+			sc.fail.Store(true)
+			for i := 0; i < 3; i++ {
+				r, err := l.Allow(ctx, "u", lim)
+				if err != nil || r.Allowed || !r.Degraded || r.RetryAfter < time.Microsecond {
+					t.Fatalf("call %d: %+v, %v; want a degraded denial with RetryAfter >= 1µs", i, r, err)
+				}
+				if _, r, err := l.Acquire(ctx, "u", Must(Concurrency(1, time.Minute))); err != nil || r.Allowed || r.RetryAfter < time.Microsecond {
+					t.Fatalf("Acquire %d: %+v, %v", i, r, err)
+				}
+				clk.add(20 * time.Second)
+			}
+		})
+	}
+}
+
+// Release is never refused by the breaker: a slot taken before an outage
+// is given back after it even while the breaker is still open.
+func TestReleaseBypassesBreaker(t *testing.T) {
+	ctx := context.Background()
+	l, m, _, sc := miniLimiter(t, WithBreaker(1, time.Hour))
+	lim := Must(Concurrency(1, time.Hour))
+	lease, r, err := l.Acquire(ctx, "u", lim)
+	if err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("Acquire: %+v, %v", r, err)
+	}
+	sc.fail.Store(true)
+	if r, _ := l.Allow(ctx, "u", Must(GCRA(1, time.Second, 1))); !r.Degraded {
+		t.Fatalf("call during the outage: %+v", r)
+	}
+	if l.breaker.current() != breakerOpen {
+		t.Fatal("breaker not open")
+	}
+	sc.fail.Store(false)
+	if err := l.Release(ctx, lease); err != nil {
+		t.Fatalf("Release with the breaker open: %v", err)
+	}
+	if m.Exists(lease.key) {
+		members, _ := m.ZMembers(lease.key)
+		t.Fatalf("the holder is still in Redis after Release: %v", members)
+	}
+}
+
+// Local-fallback leases expire after the limit's Period, as Redis ones do,
+// and Extend renews them.
+func TestLocalLeasesExpire(t *testing.T) {
+	ctx := context.Background()
+	l, _, clk, sc := miniLimiter(t, WithLocalFallback(1), WithBreaker(0, 0))
+	sc.fail.Store(true)
+	lim := Must(Concurrency(1, time.Minute))
+	lease, r, _ := l.Acquire(ctx, "u", lim)
+	if !r.Allowed || !r.Degraded {
+		t.Fatalf("local Acquire: %+v", r)
+	}
+	if _, r, _ := l.Acquire(ctx, "u", lim); r.Allowed || r.RetryAfter != time.Minute {
+		t.Fatalf("second local Acquire: %+v; want denied until the lease expires (1m)", r)
+	}
+	clk.add(50 * time.Second)
+	if r, err := l.Extend(ctx, lease); err != nil || !r.Allowed {
+		t.Fatalf("Extend: %+v, %v", r, err)
+	}
+	clk.add(50 * time.Second) // 100s after Acquire, 50s after Extend: still held
+	if _, r, _ := l.Acquire(ctx, "u", lim); r.Allowed {
+		t.Fatalf("Acquire 50s after Extend: %+v; want denied", r)
+	}
+	clk.add(10*time.Second + time.Microsecond) // the extended lease has expired: a holder that crashed
+	if _, r, _ := l.Acquire(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("Acquire after the local lease expired: %+v", r)
+	}
+}
+
+// Extend keeps a Redis lease alive past its Period.
+func TestExtend(t *testing.T) {
+	ctx := context.Background()
+	l, m, clk, _ := miniLimiter(t)
+	lim := Must(Concurrency(1, time.Minute))
+	lease, r, _ := l.Acquire(ctx, "u", lim)
+	if !r.Allowed {
+		t.Fatalf("Acquire: %+v", r)
+	}
+	for i := 0; i < 3; i++ {
+		clk.add(50 * time.Second)
+		clk.set(m)
+		if r, err := l.Extend(ctx, lease); err != nil || !r.Allowed || r.Remaining != 0 {
+			t.Fatalf("Extend %d: %+v, %v", i, r, err)
+		}
+	}
+	if _, r, _ := l.Acquire(ctx, "u", lim); r.Allowed {
+		t.Fatalf("Acquire while an extended lease is held: %+v", r)
+	}
+	if err := l.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, r, _ := l.Acquire(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("Acquire after Release: %+v", r)
+	}
+	if _, err := l.Extend(ctx, Lease{}); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("Extend of a zero Lease: %v", err)
+	}
+}
+
+// A caller whose own deadline passes gets an error, and the breaker does
+// not move; a call cut short by the Limiter's own timeout is Redis's
+// failure and goes to the failure policy. Redis is paused (SIGSTOP) for
+// both, so no call can succeed whatever the machine's load.
+func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lim := Must(GCRA(10, time.Second, 10))
+	// The default timeout (100ms) is longer than the callers' deadlines below.
+	l, err := New(c, WithBreaker(1, time.Hour), WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm, _ := New(c, quiet...)
+	if r, err := warm.Allow(context.Background(), "u", lim); err != nil || r.Degraded {
+		t.Fatalf("before the pause: %+v, %v", r, err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Resume()
+
+	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		r, err := l.Allow(ctx, "u", lim)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || r.Degraded {
+			t.Fatalf("caller deadline %v: %+v, %v; want a DeadlineExceeded error", d, r, err)
+		}
+		if st := l.breaker.current(); st != breakerClosed {
+			t.Fatalf("caller deadline %v moved the breaker to %v", d, st)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	if _, err := l.Allow(ctx, "u", lim); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: %v", err)
+	}
+	if st := l.breaker.current(); st != breakerClosed {
+		t.Fatalf("a cancelled caller moved the breaker to %v", st)
+	}
+
+	own, err := New(c, WithBreaker(1, time.Hour), WithTimeout(20*time.Millisecond), WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := own.Allow(context.Background(), "u", lim)
+	if err != nil || !r.Degraded || !r.Allowed {
+		t.Fatalf("own timeout: %+v, %v; want a degraded fail-open admission", r, err)
+	}
+	if st := own.breaker.current(); st != breakerOpen {
+		t.Fatalf("own timeout left the breaker %v, want open", st)
+	}
+	// A caller deadline longer than the timeout: the timeout decides.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	own2, _ := New(c, WithBreaker(1, time.Hour), WithTimeout(20*time.Millisecond), WithLogger(nil))
+	if r, err := own2.Allow(ctx, "u", lim); err != nil || !r.Degraded {
+		t.Fatalf("timeout shorter than the caller's deadline: %+v, %v", r, err)
+	}
+	if !strings.Contains(ErrBreakerOpen.Error(), "circuit breaker open") {
+		t.Fatal(ErrBreakerOpen)
+	}
+}

@@ -1,0 +1,29 @@
+// Package sluice is a distributed rate limiter whose decisions are made by
+// Lua scripts in Redis: one atomic script call per decision, shared by every
+// replica of a service, so a quota of 100 per minute is 100 per minute
+// whatever the number of replicas.
+//
+// Build a Limit with a constructor per algorithm (GCRA, TokenBucket,
+// FixedWindow, SlidingWindow, SlidingLog, Concurrency), which validates it,
+// and ask a Limiter built over a rueidis client:
+//
+//	limiter, err := sluice.New(client)
+//	perUser := sluice.Must(sluice.GCRA(100, time.Minute, 20))
+//	res, err := limiter.Allow(ctx, userID, perUser)
+//
+// Each limit has one state per identity, a Redis key named by the limit
+// (Limiter.Key): Allow, AllowN, Peek, AllowAll (several limits at once,
+// all-or-nothing), Reset and Acquire/Release/Extend for concurrency limits
+// all address that same state.
+//
+// Every call goes through one decision pipeline: the circuit breaker, the
+// per-call timeout, the script call, the classification of an error (the
+// caller's own cancellation or deadline, a script's refusal of its
+// arguments, or a failure of Redis), the failure policy (fail-open,
+// fail-closed, or a local in-memory quota) and metrics. The error returned
+// by a decision is non-nil only for invalid input or for the caller's own
+// context; Redis failures become decisions of the failure policy, marked
+// Result.Degraded.
+//
+// docs/limiter.md is the guide; docs/algorithms.md explains each algorithm.
+package sluice

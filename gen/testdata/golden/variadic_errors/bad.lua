@@ -1,0 +1,16 @@
+-- Every mistake a variadic key or a list argument allows, all reported in
+-- one run.
+--
+-- @script bad
+-- @key first...
+-- @key second
+-- @key ... unnamed
+-- @arg a int
+-- @arg opt int?
+-- @arg weights int?...
+-- @arg levels... int
+-- @arg spaced int ...
+-- @arg samples float...
+-- @arg after int
+-- @return values int...
+return {1}
