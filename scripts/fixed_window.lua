@@ -24,7 +24,8 @@
 -- never carries a count into the wrong window. A window index ahead of the
 -- caller's clock (another client's clock runs ahead) is kept: the request is
 -- counted in that later window, which never admits more than limit per
--- window. TTL: the time until the end of the window, rounded up to whole ms.
+-- window. TTL: the time until the end of the window, rounded up to whole ms
+-- and at least 2 ms.
 -- Memory: one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
@@ -91,12 +92,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

@@ -20,7 +20,7 @@ const (
 )
 
 // GcraSHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GcraSHA1 = "2d3cff503c10c3d4a8148791ff66e04c6741d1c2"
+const GcraSHA1 = "90fddcf7da4167c066a3bea2f5cf14d33469b07c"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -55,8 +55,8 @@ const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorit
 -- by l. Every
 -- comparison is an exact integer one: no drift however long it runs, and
 -- the same decisions as the token bucket. TTL: until TAT, rounded up to
--- whole ms (a missing key reads as TAT <= now). Memory: one hash with two
--- fields per identity.
+-- whole ms and at least 2 ms (a missing key reads as TAT <= now). Memory:
+-- one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -122,12 +122,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

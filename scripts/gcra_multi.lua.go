@@ -20,7 +20,7 @@ const (
 )
 
 // GcraMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GcraMultiSHA1 = "37e4e3f1c3dd8b0b6423a3335372c10f81b252cb"
+const GcraMultiSHA1 = "bd43094c8606ae9543b88fbd1df4bace174b8341"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
@@ -119,12 +119,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "64c6d9a184b15afe95b4a1c075e2c801adcfb4de"
+const SlidingWindowMultiSHA1 = "e8bee298b3487106e6ac187f1a0d5f469cfc2810"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -119,12 +119,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

@@ -69,14 +69,15 @@ func stepFile(tb table, script string) string {
 			}
 			ttl := int64(-2)
 			if life > 0 {
-				ttl = (life + 999) / 1000
+				ttl = ttlMillis(life)
 			}
 			fmt.Fprintf(&b, "ttl %s %d\n", key, ttl)
 		}
 		if s.members != nil {
 			quoted := make([]string, len(s.members))
 			for i, m := range s.members {
-				quoted[i] = strconv.Quote(expandUnit(m, start))
+				name, _, _ := expandMember(m, start)
+				quoted[i] = strconv.Quote(name)
 			}
 			fmt.Fprintf(&b, "expect ZRANGE %s 0 -1 => [%s]\n", key, strings.Join(quoted, ", "))
 		}

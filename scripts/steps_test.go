@@ -29,6 +29,7 @@ var tables = []table{
 			rate(5_000_123, 0, 1, 0, 0, 999_877),
 			rate(7_654_321, 1, 1, 2, 0, 345_679),                // TTL 345.679 ms rounds up to 346 ms
 			persist(rate(7_654_321, 3, 0, 2, 345_679, 345_679)), // a denial repairs the TTL too
+			rate(8_999_979, 1, 1, 2, 0, 21),                     // 21 µs of life: TTL 2 ms, never 1 ms
 		},
 	},
 	{
@@ -38,21 +39,48 @@ var tables = []table{
 		steps: []step{
 			rate(0, 1, 1, 2, 0, 1*sec),
 			withMembers(rate(0, 1, 1, 1, 0, 1*sec), // same timestamp: a second, distinct member
-				unit(0, 1), unit(0, 2)),
+				logged(0, 1, 1), logged(0, 2, 1)),
 			rate(400*ms, 0, 1, 1, 0, 600*ms),
 			rate(400*ms, 1, 1, 0, 0, 1*sec),
 			rate(500*ms, 2, 0, 0, 500*ms, 900*ms), // both units at 0 must leave
 			rate(500*ms, 4, 0, 0, -1, 900*ms),
 			rate(999_999, 1, 0, 0, 1, 400_001),
 			withMembers(rate(1*sec, 2, 1, 0, 0, 1*sec), // the units at 0 are out; trimmed on write
-				unit(400*ms, 1), unit(1*sec, 1), unit(1*sec, 2)),
+				logged(400*ms, 3, 1), logged(1*sec, 5, 2)),
 			rate(1*sec, 1, 0, 0, 400*ms, 1*sec),
 			persist(rate(1200*ms, 0, 1, 0, 0, 800*ms)),
 			rate(1400*ms, 1, 1, 0, 0, 1*sec),
-			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL
+			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL: the running total restarts
 			withMembers(rate(9*sec, 0, 1, 0, 0, 1*sec),
-				unit(9*sec, 1), unit(9*sec, 2), unit(9*sec, 3)),
+				logged(9*sec, 3, 3)),
 			rate(9_123_457, 1, 0, 0, 876_543, 876_543),
+		},
+	},
+	{
+		// Weighted requests: retry_after is the time until the request
+		// whose leaving makes room leaves the window, found by binary
+		// search over the log.
+		name:   "sliding_log_weighted",
+		script: "sliding_log",
+		params: []string{"10", "1000000"}, // 10 per sliding 1 s
+		steps: []step{
+			rate(0, 2, 1, 8, 0, 1*sec),
+			rate(100*ms, 3, 1, 5, 0, 1*sec),
+			rate(200*ms, 1, 1, 4, 0, 1*sec),
+			withMembers(rate(300*ms, 4, 1, 0, 0, 1*sec),
+				logged(0, 2, 2), logged(100*ms, 5, 3), logged(200*ms, 6, 1), logged(300*ms, 10, 4)),
+			rate(400*ms, 1, 0, 0, 600*ms, 900*ms),  // the request at 0 must leave
+			rate(400*ms, 3, 0, 0, 700*ms, 900*ms),  // 3 units: the one at 100 ms too
+			rate(400*ms, 5, 0, 0, 700*ms, 900*ms),  // 5 units: exactly those two
+			rate(400*ms, 6, 0, 0, 800*ms, 900*ms),  // 6: the one at 200 ms too
+			rate(400*ms, 7, 0, 0, 900*ms, 900*ms),  // 7: all four
+			rate(400*ms, 10, 0, 0, 900*ms, 900*ms), // 10: all four
+			rate(400*ms, 11, 0, 0, -1, 900*ms),
+			rate(1050*ms, 3, 0, 2, 50*ms, 250*ms), // the request at 0 is out: 8 counted
+			withMembers(rate(1100*ms, 3, 1, 2, 0, 1*sec), // trimmed: the totals go on
+				logged(200*ms, 6, 1), logged(300*ms, 10, 4), logged(1100*ms, 13, 3)),
+			rate(1100*ms, 5, 0, 2, 200*ms, 1*sec), // 3 units must leave: those at 200 and 300 ms
+			rate(1100*ms, 9, 0, 2, 1*sec, 1*sec),  // 7 units: all three
 		},
 	},
 	{
@@ -183,11 +211,15 @@ var skewTables = []table{
 		},
 	},
 	{
+		// The log keeps its members in time order: a request from a clock
+		// behind the newest member is logged at that member's time, which
+		// only keeps it in the window longer.
 		name: "sliding_log_skew", script: "sliding_log", params: []string{"2", "1000000"},
 		steps: []step{
 			rate(1*sec, 1, 1, 1, 0, 1*sec),
-			rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
-			rate(600*ms, 1, 0, 0, 1*sec, 1400*ms),
+			withMembers(rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
+				logged(1*sec, 1, 1), logged(1*sec, 2, 1)),
+			rate(600*ms, 1, 0, 0, 1400*ms, 1400*ms),
 		},
 	},
 	{

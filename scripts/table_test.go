@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -35,23 +36,27 @@ type step struct {
 	persist bool     // remove the key's TTL before the call: the call must restore it
 	write   int      // 0: derived from the reply; 1: must write; -1: must not write; 2: not checked
 	ttl     int64    // expected key life in µs after a write, when it is not reset_after
-	members []string // the sorted set's members after the call, in order (see unit)
+	members []string // the sorted set's members after the call, in order (see logged)
 	fields  []string // the hash's fields after the call, in any order
 }
 
-// unit names the seq-th sliding-log member logged at us after base; the
-// runner expands it against its base instant.
-func unit(us int64, seq int) string { return fmt.Sprintf("@%d:%d", us, seq) }
+// logged names the sliding-log member of running total total and cost c
+// (see sliding_log.lua), logged at us after base; the runner checks its
+// score too.
+func logged(us, total, c int64) string { return fmt.Sprintf("@%d=%016d:%d", us, total, c) }
 
-// expandUnit turns a unit name into the member the script writes when the
-// table starts at start.
-func expandUnit(m string, start int64) string {
-	var us int64
-	var seq int
-	if _, err := fmt.Sscanf(m, "@%d:%d", &us, &seq); err != nil {
-		return m
+// expandMember splits a member given by logged into the member's name and
+// its score when the table starts at start; other members have no score.
+func expandMember(m string, start int64) (name string, score int64, scored bool) {
+	at, name, ok := strings.Cut(m, "=")
+	if !ok || !strings.HasPrefix(at, "@") {
+		return m, 0, false
 	}
-	return fmt.Sprintf("%d:%d", start+us, seq)
+	us, err := strconv.ParseInt(at[1:], 10, 64)
+	if err != nil {
+		return m, 0, false
+	}
+	return name, start + us, true
 }
 
 func (tb table) scriptOf(s step) string {
@@ -286,21 +291,53 @@ func checkFields(ctx context.Context, t *testing.T, b backend, key string, want 
 	}
 }
 
-// checkMembers checks the members of a sorted set key, in order.
+// checkMembers checks the members of a sorted set key, in order, and the
+// scores of those given with one (see logged).
 func checkMembers(ctx context.Context, t *testing.T, b backend, key string, want []string, what string) {
 	t.Helper()
-	v, err := b.Do(ctx, "ZRANGE", key, "0", "-1")
+	v, err := b.Do(ctx, "ZRANGE", key, "0", "-1", "WITHSCORES")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got, w []string
-	for _, f := range v.([]any) {
-		got = append(got, f.(string))
-	}
+	got, scores := withScores(t, v)
+	var w []string
 	for _, m := range want {
-		w = append(w, expandUnit(m, base))
+		name, _, _ := expandMember(m, base)
+		w = append(w, name)
 	}
 	if !slices.Equal(got, w) {
 		t.Errorf("%s: members %v, want %v", what, got, w)
+		return
 	}
+	for i, m := range want {
+		if _, score, ok := expandMember(m, base); ok {
+			// Scores come back as decimal or exponent notation, by backend.
+			f, err := strconv.ParseFloat(scores[i], 64)
+			if err != nil || int64(f) != score {
+				t.Errorf("%s: member %s scored %s, want %d", what, w[i], scores[i], score)
+			}
+		}
+	}
+}
+
+// withScores splits a ZRANGE ... WITHSCORES reply into members and scores:
+// a flat array (RESP2, the sandbox) or one of pairs (RESP3).
+func withScores(t testing.TB, v any) (members, scores []string) {
+	t.Helper()
+	arr, ok := v.([]any)
+	if !ok {
+		t.Fatalf("ZRANGE WITHSCORES replied %#v", v)
+	}
+	for i := 0; i < len(arr); i++ {
+		if pair, ok := arr[i].([]any); ok && len(pair) == 2 {
+			members, scores = append(members, fmt.Sprint(pair[0])), append(scores, fmt.Sprint(pair[1]))
+			continue
+		}
+		if i+1 >= len(arr) {
+			t.Fatalf("ZRANGE WITHSCORES replied %#v", v)
+		}
+		members, scores = append(members, fmt.Sprint(arr[i])), append(scores, fmt.Sprint(arr[i+1]))
+		i++
+	}
+	return members, scores
 }

@@ -20,7 +20,7 @@ const (
 )
 
 // TokenBucketSHA1 is the SHA1 of token_bucket.lua, as SCRIPT LOAD returns it.
-const TokenBucketSHA1 = "7bf38eff34103b5c2430f6a47b895713bd8da4fa"
+const TokenBucketSHA1 = "c77b43eb0635ba2bf1fb2a9295a41506611ed8d8"
 
 // tokenBucketSource is token_bucket.lua, byte for byte.
 const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limit: a bucket of burst
@@ -52,8 +52,8 @@ const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limi
 -- integer: no drift however long the bucket runs. A stored time
 -- ahead of the caller's clock (another client's clock runs ahead) is kept:
 -- the bucket refills from that time on. TTL: until the bucket is full again,
--- rounded up to whole ms (a missing key reads as a full bucket). Memory: one
--- hash with two fields per identity.
+-- rounded up to whole ms and at least 2 ms (a missing key reads as a full
+-- bucket). Memory: one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -119,12 +119,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
