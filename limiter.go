@@ -261,18 +261,17 @@ func rateCall(k string, lim Limit, cost int64, now *int64, peek bool) (luart.Cal
 	if peek {
 		pk = &peekTrue
 	}
-	_ = pk
 	switch lim.Algorithm {
 	case AlgFixedWindow:
-		return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k}, scripts.FixedWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeFixedWindow
+		return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k}, scripts.FixedWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeFixedWindow
 	case AlgSlidingLog:
-		return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k}, scripts.SlidingLogArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeSlidingLog
+		return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k}, scripts.SlidingLogArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingLog
 	case AlgSlidingWindow:
-		return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k}, scripts.SlidingWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeSlidingWindow
+		return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k}, scripts.SlidingWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingWindow
 	case AlgTokenBucket:
-		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now}), decodeTokenBucket
+		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeTokenBucket
 	default:
-		return scripts.Gcra.Call(scripts.GcraKeys{State: k}, scripts.GcraArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now}), decodeGcra
+		return scripts.Gcra.Call(scripts.GcraKeys{State: k}, scripts.GcraArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeGcra
 	}
 }
 

@@ -191,7 +191,7 @@ func TestLimiterOnMiniredis(t *testing.T) {
 		t.Run(string(lim.Algorithm), func(t *testing.T) {
 			id := "user:" + string(lim.Algorithm)
 			p, err := l.Peek(ctx, id, lim)
-			if err != nil || !p.Allowed || p.Remaining != 5 {
+			if err != nil || !p.Allowed || p.Remaining != 4 || p.RetryAfter != 0 {
 				t.Fatalf("Peek on a fresh identity: %+v, %v", p, err)
 			}
 			if m.Exists(l.Key(id, lim)) {

@@ -20,7 +20,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "854036e2a884e2b03bc9f156429484adb04232fe"
+const FixedWindowSHA1 = "5ebe42029857aca0197336cceef753bffba9e76f"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -31,7 +31,7 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the time until
 -- the next window; reset_after is the time until the window's count is
--- gone. A denied request and a cost of 0 change nothing. Times are in µs.
+-- gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 --
 -- @script fixed_window
 -- @key state          hash {w = window index, n = cost admitted in window w}
@@ -39,6 +39,7 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -143,6 +144,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -171,9 +177,11 @@ elseif used + cost <= limit then
   allowed = 1
   if cost > 0 then
     used = used + cost
-    redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
-    expire_in(key, wend)
-    wrote = true
+    if not peek then
+      redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
+      expire_in(key, wend)
+      wrote = true
+    end
   end
 else
   retry = wend
@@ -187,7 +195,7 @@ local reset = 0
 if used > 0 then
   reset = wend
 end
-if not wrote and st[1] and redis.call('PTTL', key) == -1 then
+if not wrote and not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
@@ -200,7 +208,7 @@ return {allowed, remaining, retry, reset}`
 // remaining is the largest cost admitted right after this decision;
 // retry_after is 0 when allowed, -1 when cost > limit, else the time until
 // the next window; reset_after is the time until the window's count is
-// gone. A denied request and a cost of 0 change nothing. Times are in µs.
+// gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 var FixedWindow = &FixedWindowScript{Script: luart.Script{
 	Name:     "fixed_window",
 	Source:   fixedWindowSource,
@@ -230,6 +238,8 @@ type FixedWindowArgs struct {
 	Cost int64
 	// Now is ARGV[4]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Peek is ARGV[5]: decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
+	Peek *bool
 }
 
 // FixedWindowResult is the reply of fixed_window.lua.
@@ -253,7 +263,7 @@ func (s *FixedWindowScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *FixedWindowScript) Call(keys FixedWindowKeys, args FixedWindowArgs) luart.Call {
-	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

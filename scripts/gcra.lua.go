@@ -20,7 +20,7 @@ const (
 )
 
 // GcraSHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GcraSHA1 = "90fddcf7da4167c066a3bea2f5cf14d33469b07c"
+const GcraSHA1 = "cbc1ee938b5432303b25b48f9cd8bac936a5af3e"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -33,8 +33,8 @@ const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorit
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 -- until the same cost is admitted; reset_after is the time until TAT is
--- reached (the state is empty). A denied request and a cost of 0 change
--- nothing. Times are in µs; burst*period/gcd(limit, period) must not
+-- reached (the state is empty). A denied request, a cost of 0 and a peek
+-- change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 -- exceed 2^52.
 --
 -- @script gcra
@@ -44,6 +44,7 @@ const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorit
 -- @arg burst int      requests admitted at once, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -157,6 +158,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(5, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[6]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -195,8 +201,10 @@ else
       if rem >= limit then
         tat, rem = tat + 1, rem - limit
       end
-      redis.call('HSET', key, 'tat', fmt(tat), 'r', fmt(rem))
-      wrote = true
+      if not peek then
+        redis.call('HSET', key, 'tat', fmt(tat), 'r', fmt(rem))
+        wrote = true
+      end
     end
   else
     retry = tat - now + ceildiv(rem + cost * period - bp, limit)
@@ -215,7 +223,7 @@ if rem > 0 then
 end
 if wrote then
   expire_in(key, reset)
-elseif st[1] and redis.call('PTTL', key) == -1 then
+elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
@@ -230,8 +238,8 @@ return {allowed, remaining, retry, reset}`
 // remaining is the largest cost admitted right after this decision;
 // retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 // until the same cost is admitted; reset_after is the time until TAT is
-// reached (the state is empty). A denied request and a cost of 0 change
-// nothing. Times are in µs; burst*period/gcd(limit, period) must not
+// reached (the state is empty). A denied request, a cost of 0 and a peek
+// change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 // exceed 2^52.
 var Gcra = &GcraScript{Script: luart.Script{
 	Name:     "gcra",
@@ -264,6 +272,8 @@ type GcraArgs struct {
 	Cost int64
 	// Now is ARGV[5]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Peek is ARGV[6]: decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
+	Peek *bool
 }
 
 // GcraResult is the reply of gcra.lua.
@@ -287,7 +297,7 @@ func (s *GcraScript) Run(ctx context.Context, client rueidis.CommandClient, keys
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *GcraScript) Call(keys GcraKeys, args GcraArgs) luart.Call {
-	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Burst), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Burst), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -6,7 +6,7 @@
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the exact time
 -- until enough logged cost has left the window; reset_after is the time
--- until the log is empty. A denied request and a cost of 0 change nothing.
+-- until the log is empty. A denied request, a cost of 0 and a peek change nothing.
 -- Times are in µs. Memory is bounded by the requests admitted in the last
 -- period, whatever their cost; a call makes O(log n) Redis calls for n
 -- logged requests.
@@ -17,6 +17,7 @@
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -146,6 +147,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -197,7 +203,14 @@ if cost > limit then
   retry = -1
 elseif used + cost <= limit then
   allowed = 1
-  if cost > 0 then
+  if cost > 0 and peek then
+    local at = now
+    if newest_at ~= nil and newest_at > now then
+      at = newest_at
+    end
+    newest_at = at
+    used = used + cost
+  elseif cost > 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
     if used == 0 then
       newest_total = 0 -- the log is empty: totals restart
@@ -264,7 +277,7 @@ if used > 0 then
 end
 if wrote then
   expire_in(key, reset)
-elseif redis.call('PTTL', key) == -1 then
+elseif not peek and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = limit - used

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingLogSHA1 is the SHA1 of sliding_log.lua, as SCRIPT LOAD returns it.
-const SlidingLogSHA1 = "125fb0c16bb217aa23b10fc8e219f2c0723ee29c"
+const SlidingLogSHA1 = "0a8b9e7f7ba94e8b15e5ac48a677bd52dc9abdb6"
 
 // slidingLogSource is sliding_log.lua, byte for byte.
 const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: a request is allowed
@@ -31,7 +31,7 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the exact time
 -- until enough logged cost has left the window; reset_after is the time
--- until the log is empty. A denied request and a cost of 0 change nothing.
+-- until the log is empty. A denied request, a cost of 0 and a peek change nothing.
 -- Times are in µs. Memory is bounded by the requests admitted in the last
 -- period, whatever their cost; a call makes O(log n) Redis calls for n
 -- logged requests.
@@ -42,6 +42,7 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -171,6 +172,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -222,7 +228,14 @@ if cost > limit then
   retry = -1
 elseif used + cost <= limit then
   allowed = 1
-  if cost > 0 then
+  if cost > 0 and peek then
+    local at = now
+    if newest_at ~= nil and newest_at > now then
+      at = newest_at
+    end
+    newest_at = at
+    used = used + cost
+  elseif cost > 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
     if used == 0 then
       newest_total = 0 -- the log is empty: totals restart
@@ -289,7 +302,7 @@ if used > 0 then
 end
 if wrote then
   expire_in(key, reset)
-elseif redis.call('PTTL', key) == -1 then
+elseif not peek and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = limit - used
@@ -306,7 +319,7 @@ return {allowed, remaining, retry, reset}`
 // remaining is the largest cost admitted right after this decision;
 // retry_after is 0 when allowed, -1 when cost > limit, else the exact time
 // until enough logged cost has left the window; reset_after is the time
-// until the log is empty. A denied request and a cost of 0 change nothing.
+// until the log is empty. A denied request, a cost of 0 and a peek change nothing.
 // Times are in µs. Memory is bounded by the requests admitted in the last
 // period, whatever their cost; a call makes O(log n) Redis calls for n
 // logged requests.
@@ -339,6 +352,8 @@ type SlidingLogArgs struct {
 	Cost int64
 	// Now is ARGV[4]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Peek is ARGV[5]: decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
+	Peek *bool
 }
 
 // SlidingLogResult is the reply of sliding_log.lua.
@@ -362,7 +377,7 @@ func (s *SlidingLogScript) Run(ctx context.Context, client rueidis.CommandClient
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *SlidingLogScript) Call(keys SlidingLogKeys, args SlidingLogArgs) luart.Call {
-	v := []string{keys.Log, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := []string{keys.Log, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

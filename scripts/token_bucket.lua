@@ -6,7 +6,7 @@
 -- remaining is the whole tokens left right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 -- until cost tokens are in the bucket; reset_after is the time until the
--- bucket is full. A denied request and a cost of 0 change nothing. Times are
+-- bucket is full. A denied request, a cost of 0 and a peek change nothing. Times are
 -- in µs; burst*period/gcd(limit, period) must not exceed 2^52.
 --
 -- @script token_bucket
@@ -16,6 +16,7 @@
 -- @arg burst int      bucket capacity in tokens, >= 1
 -- @arg cost int       tokens this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     whole tokens left right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -130,6 +131,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(5, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[6]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -169,8 +175,10 @@ elseif need <= level then
   allowed = 1
   if cost > 0 then
     level = level - need
-    redis.call('HSET', key, 't', fmt(at), 'v', fmt(level))
-    wrote = true
+    if not peek then
+      redis.call('HSET', key, 't', fmt(at), 'v', fmt(level))
+      wrote = true
+    end
   end
 else
   retry = ceildiv(need - level, limit) + skew
@@ -182,7 +190,7 @@ if level < cap then
 end
 if wrote then
   expire_in(key, reset)
-elseif st[1] and redis.call('PTTL', key) == -1 then
+elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = divmod(level, period)
