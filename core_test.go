@@ -349,3 +349,30 @@ func TestDenialCache(t *testing.T) {
 		t.Fatalf("cache of size %d holds %d entries", denialShards, n)
 	}
 }
+
+// Health reports each node's breaker without a round trip.
+func TestHealth(t *testing.T) {
+	ctx := context.Background()
+	l, _, clk, sc := miniLimiter(t, WithBreaker(1, time.Minute))
+	if err := l.Health().Err(); err != nil {
+		t.Fatalf("fresh limiter: %v", err)
+	}
+	lim := Must(GCRA(10, time.Second, 10))
+	l.Allow(ctx, "u", lim)
+	h := l.Health()
+	if len(h.Nodes) != 1 || h.Nodes[0].Addr != "redis" || h.Nodes[0].Breaker != "closed" || h.Nodes[0].LastReply.IsZero() || h.Nodes[0].Timeout != time.Minute {
+		t.Fatalf("after a call: %+v", h)
+	}
+	sc.fail.Store(true)
+	l.Allow(ctx, "u", lim)
+	err := l.Health().Err()
+	if !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "redis open") {
+		t.Fatalf("Redis down: %v", err)
+	}
+	sc.fail.Store(false)
+	clk.add(time.Minute)
+	l.Allow(ctx, "u", lim) // the probe closes it
+	if err := l.Health().Err(); err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+}
