@@ -40,6 +40,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		timeoutMax:       time.Second,
 		breakerThreshold: 5,
 		breakerCooldown:  time.Second,
+		policy:           FailLocal,
 		replicas:         1,
 		denialCache:      10_000,
 	}

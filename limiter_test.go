@@ -402,7 +402,7 @@ func TestDeadRedisOpensBreaker(t *testing.T) {
 	// come from the policy without waiting for the timeout.
 	m := miniredis.RunT(t)
 	c := miniClient(t, m)
-	l, _ := New(c, WithTimeout(50*time.Millisecond), WithBreaker(2, time.Hour), WithLogger(nil))
+	l, _ := New(c, WithTimeout(50*time.Millisecond), WithBreaker(2, time.Hour), WithLogger(nil), WithFailurePolicy(FailOpen))
 	m.Close()
 	lim := Must(GCRA(1, time.Second, 1))
 	for i := 0; i < 2; i++ {

@@ -16,13 +16,14 @@ import (
 type FailurePolicy int
 
 const (
-	// FailOpen admits every request while Redis is unavailable (default):
+	// FailOpen admits every request while Redis is unavailable:
 	// an outage of the limiter never becomes an outage of the API.
 	FailOpen FailurePolicy = iota
 	// FailClosed denies every request while Redis is unavailable.
 	FailClosed
-	// FailLocal decides with an in-process quota: each replica admits its
-	// share (Rate/replicas, at least 1) of every limit; see WithLocalFallback.
+	// FailLocal (the default) decides with an in-process quota: each
+	// replica admits its share (Rate/replicas, at least 1) of every limit;
+	// see WithLocalFallback. Never unlimited, and no outage of the API.
 	FailLocal
 )
 
@@ -95,7 +96,8 @@ func printable(s string) bool {
 }
 
 // WithFailurePolicy chooses what happens when Redis is unavailable
-// (default FailOpen).
+// (default FailLocal with one replica: each process admits the whole quota
+// of every limit from memory; WithLocalFallback sets the fleet's size).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) error {
 		if p < FailOpen || p > FailLocal {
