@@ -102,16 +102,21 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 			return decision{}, ErrBreakerOpen
 		}
 	}
+	start := time.Now()
 	cctx, own := ctx, false
 	if t := l.timeoutFor(n, probe); t > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > t {
+		switch dl, ok := ctx.Deadline(); {
+		case ctx == context.Background():
+			cctx, own = n.deadlines.get(start, t), true
+		case ctx.Done() == nil:
+			cctx, own = &withValues{Context: ctx, d: n.deadlines.get(start, t)}, true
+		case !ok || dl.Sub(start) > t:
 			var cancel context.CancelFunc
 			cctx, cancel = context.WithTimeout(ctx, t)
 			defer cancel()
 			own = true
 		}
 	}
-	start := time.Now()
 	d, err := req.decode(luart.Do(cctx, l.client, req.call))
 	if err != nil && !own && ctx.Err() == nil && isTimeout(err) {
 		if _, ok := ctx.Deadline(); ok {
