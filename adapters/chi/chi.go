@@ -5,7 +5,6 @@ package sluicechi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -22,12 +21,11 @@ type Options struct {
 	ChiClientIP bool
 }
 
-// Middleware returns chi middleware applying m. Used with r.Use, on the
-// top-level router or inside r.Route/r.Mount, it looks the request's route
-// template up (Routes.Find) before chi routes it; used with r.With on one
-// route, chi has already matched and its pattern is read directly. The
-// template is spelled as chi spells it ("/items/{id}", "/api/*" mounts
-// joined: "/api/items/{id}").
+// Middleware returns chi middleware applying m. In a top-level r.Use chi
+// has not routed yet (its RoutePattern is still empty there, and only
+// partial inside r.Route or r.Mount), so the route template is looked up
+// with Route before deciding. Templates are spelled as chi spells them,
+// mounts included: "/items/{id}", "/api/v1/items/{id}".
 func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,26 +40,22 @@ func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.H
 }
 
 // Route returns the route template chi matches (or has matched) for r, or
-// "" when no route matches.
+// "" when no route matches. It asks the outermost chi router (Routes.Find
+// on a fresh routing context, so the request's own is left alone) with the
+// whole path, which gives the full template from anywhere in the router:
+// top-level r.Use, inside r.Route or r.Mount, or r.With.
 func Route(r *http.Request) string {
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil || rctx.Routes == nil {
 		return ""
 	}
-	path := rctx.RoutePath
+	path := r.URL.RawPath
 	if path == "" {
-		path = r.URL.RawPath
-		if path == "" {
-			path = r.URL.Path
-		}
+		path = r.URL.Path
 	}
-	found := rctx.Routes.Find(chi.NewRouteContext(), r.Method, path)
-	if found == "" {
-		return ""
+	method := rctx.RouteMethod
+	if method == "" {
+		method = r.Method
 	}
-	prefix := strings.TrimSuffix(strings.Join(rctx.RoutePatterns, ""), "/*")
-	for strings.Contains(prefix, "/*/") {
-		prefix = strings.ReplaceAll(prefix, "/*/", "/")
-	}
-	return prefix + found
+	return rctx.Routes.Find(chi.NewRouteContext(), method, path)
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice"
 )
 
 // writeHeaders sets the rate-limit headers of d on h.
@@ -38,11 +40,11 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 	if len(d.Outcomes) > 0 && (m.headers == HeadersLegacy || m.headers == HeadersBoth) {
 		o := binding(d)
 		reset := o.Result.ResetAfter
-		if o.Denied && o.Result.RetryAfter > reset {
-			reset = o.Result.RetryAfter
-		}
-		if o.Denied {
-			reset = max(reset, time.Duration(resetSeconds(o))*time.Second)
+		switch {
+		case o.Denied && o.Result.RetryAfter == sluice.RetryNever:
+			reset = max(reset, o.Limit.Period)
+		case o.Denied:
+			reset = max(reset, o.Result.RetryAfter)
 		}
 		at := m.clock().Add(reset)
 		unix := at.Unix()
