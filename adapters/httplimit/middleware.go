@@ -284,4 +284,3 @@ func (m *Middleware) release(r *http.Request, leases []lease) {
 		}
 	}
 }
-
