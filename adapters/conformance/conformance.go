@@ -351,3 +351,59 @@ func compareTranscript(t *testing.T, fw, name string, got []byte) {
 		t.Errorf("%s: transcript differs from %s\n--- got\n%s\n--- want\n%s", fw, path, got, want)
 	}
 }
+
+// NewLimiter returns a Limiter on an embedded miniredis whose clock stands
+// at Start, for adapters' own tests.
+func NewLimiter(t testing.TB) *sluice.Limiter {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.SetTime(Start)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()},
+		DisableCache: true, ForceSingleClient: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	lim, err := sluice.New(client, sluice.WithClock(func() time.Time { return Start }), sluice.WithTimeout(5*time.Second), sluice.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+// ClientIPCase checks an adapter's opt-in client-IP resolver. build
+// returns the framework's handler for GET /items/{id}, limited by mw, with
+// the framework's resolver trusting 10.0.0.0/8 and the adapter told to use
+// it (useFramework) or not. One request per client is allowed.
+func ClientIPCase(t *testing.T, build func(mw *httplimit.Middleware, useFramework bool) http.Handler) {
+	t.Helper()
+	get := func(h http.Handler, peer, xff string) int {
+		r := httptest.NewRequest("GET", "/items/1", nil)
+		r.RemoteAddr = peer
+		r.Header.Set("X-Forwarded-For", xff)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for _, use := range []bool{true, false} {
+		mw, err := httplimit.New(httplimit.Config{Limiter: NewLimiter(t), Logger: discard, Clock: func() time.Time { return Start },
+			Policies: []httplimit.Policy{{Name: "per-ip", Limit: sluice.Must(sluice.FixedWindow(1, time.Minute)), Key: httplimit.RemoteIP()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := build(mw, use)
+		// two proxies forward the same client
+		a, b := get(h, "10.0.0.1:1", "203.0.113.5"), get(h, "10.0.0.2:1", "203.0.113.5")
+		if use && (a != 200 || b != 429) {
+			t.Errorf("framework resolver: statuses %d, %d; want 200, 429 (one client behind two proxies)", a, b)
+		}
+		if !use && (a != 200 || b != 200) {
+			t.Errorf("own resolver without trusted proxies: statuses %d, %d; want 200, 200 (keyed by peer)", a, b)
+		}
+		// an untrusted peer cannot spoof its way to a fresh quota either way
+		c, d := get(h, "198.51.100.1:1", "1.1.1.1"), get(h, "198.51.100.1:1", "2.2.2.2")
+		if c != 200 || d != 429 {
+			t.Errorf("useFramework=%v: untrusted peer with spoofed XFF: %d, %d; want 200, 429", use, c, d)
+		}
+	}
+}
