@@ -7,8 +7,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluice-go/sluice/adapters/conformance"
-	"github.com/sluice-go/sluice/adapters/httplimit"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 func TestGinClientIP(t *testing.T) {
