@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Framework{
 		Name:     "chi",
-		Template: func(_, path string) string { return path },
+		Template: conformance.Method,
 		Build: func(mw *httplimit.Middleware, routes []conformance.Route) http.Handler {
 			r := chi.NewRouter()
 			r.Use(sluicechi.Middleware(mw, sluicechi.Options{}))

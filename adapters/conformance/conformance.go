@@ -46,13 +46,20 @@ type Route struct {
 type Framework struct {
 	// Name names the framework in failures.
 	Name string
-	// Template spells a route template the way the framework reports it
-	// to httplimit (net/http: "GET /items/{id}"; gin, echo: "/items/:id").
+	// Template spells the key of a method's route in Config.Routes for the
+	// framework: Method for net/http and chi, ColonMethod for gin and echo.
 	Template func(method, path string) string
 	// Build returns a handler that serves routes with mw applied as the
 	// adapter's users would apply it (one global middleware).
 	Build func(mw *httplimit.Middleware, routes []Route) http.Handler
 }
+
+// Method spells a template "METHOD path", the way Config.Routes names a
+// method's route in any framework.
+func Method(method, path string) string { return method + " " + path }
+
+// ColonMethod is Colon preceded by the method: "POST /items/:id".
+func ColonMethod(method, path string) string { return method + " " + Colon(method, path) }
 
 // Colon rewrites {name} segments as :name (gin, echo).
 func Colon(method, path string) string {

@@ -12,7 +12,7 @@ import (
 // (Middleware.Wrap) and each handler wrapped (Middleware.Handler, which
 // reads Request.Pattern).
 func TestConformance(t *testing.T) {
-	template := func(method, path string) string { return method + " " + path }
+	template := conformance.Method
 	t.Run("wrap", func(t *testing.T) {
 		conformance.Run(t, conformance.Framework{
 			Name: "nethttp-wrap", Template: template,

@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Framework{
 		Name:     "echov4",
-		Template: conformance.Colon,
+		Template: conformance.ColonMethod,
 		Build: func(mw *httplimit.Middleware, routes []conformance.Route) http.Handler {
 			e := echo.New()
 			e.Use(sluiceechov4.Middleware(mw, sluiceechov4.Options{}))

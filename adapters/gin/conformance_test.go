@@ -15,7 +15,7 @@ func TestConformance(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	conformance.Run(t, conformance.Framework{
 		Name:     "gin",
-		Template: conformance.Colon,
+		Template: conformance.ColonMethod,
 		Build: func(mw *httplimit.Middleware, routes []conformance.Route) http.Handler {
 			e := gin.New()
 			e.Use(sluicegin.Middleware(mw, sluicegin.Options{}))

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -18,7 +19,8 @@ type Decision struct {
 	// Limiter failed closed (Redis unavailable).
 	Status int
 	// Outcomes holds one entry per policy that applied, in order: the
-	// route's policies after the common ones, then the tier's.
+	// common policies, the route's, then the tier's. A concurrency policy
+	// is left out when the request was denied before its turn.
 	Outcomes []Outcome
 	// RetryAfter is the wait sent in Retry-After (whole seconds, at least
 	// 1) when denied.
@@ -49,8 +51,9 @@ type Outcome struct {
 	// counted and logged, not enforced.
 	Shadow bool
 
-	p   *policy
-	key string
+	p     *policy
+	key   string
+	asked bool // the Limiter answered for this policy
 }
 
 // Violated returns the names of the enforced policies that denied.
@@ -72,8 +75,12 @@ type lease struct {
 // applicable lists the policies for r in order: common, route, tier.
 func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 	sets := [][]*policy{m.base}
-	if ps, ok := m.routes[route]; ok && route != "" {
-		sets = append(sets, ps)
+	if route != "" && len(m.routes) > 0 {
+		if ps, ok := m.routes[r.Method+" "+route]; ok {
+			sets = append(sets, ps)
+		} else if ps, ok := m.routes[route]; ok {
+			sets = append(sets, ps)
+		}
 	}
 	if m.tier != nil && len(m.tiers) > 0 {
 		ps, ok := m.tiers[m.tier(r)]
@@ -130,7 +137,7 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 			d.err = err
 			return false
 		}
-		o.Result, o.Denied = res, !res.Allowed
+		o.Result, o.Denied, o.asked = res, !res.Allowed, true
 		return true
 	}
 	charged := make([]bool, len(d.Outcomes))
@@ -142,7 +149,7 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 				d.err = err
 				return d
 			}
-			o.Result = res
+			o.Result, o.asked = res, true
 			if !res.Allowed {
 				o.Denied, charged[i] = true, true // failed closed: that is the answer
 			} else if res.Remaining < o.Cost {
@@ -182,7 +189,7 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 				d.leases = nil
 				return d
 			}
-			o.Result, o.Denied = res, !res.Allowed
+			o.Result, o.Denied, o.asked = res, !res.Allowed, true
 			if res.Allowed {
 				d.leases = append(d.leases, lease{o.p, l})
 			} else if !o.Shadow {
@@ -192,6 +199,9 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 			}
 		}
 	}
+	// Concurrency policies never asked (the request was denied first) are
+	// left out: they have nothing to report.
+	d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
 	m.settle(r, d)
 	return d
 }

@@ -38,9 +38,13 @@ type Config struct {
 	// Policies apply to every request that is not exempt.
 	Policies []Policy
 	// Routes adds policies per route template, spelled as the router
-	// spells it: "GET /items/{id}" for net/http (Request.Pattern),
-	// "/items/{id}" for chi, "/items/:id" for gin and echo. They apply in
-	// addition to Policies. Requests no route matched (404s) have route "".
+	// spells it ("/items/{id}" for net/http and chi, "/items/:id" for gin
+	// and echo), optionally preceded by a method and a space: "POST
+	// /upload" applies to POST requests only, "/upload" to every method.
+	// When both match, only the method's entry applies. net/http patterns
+	// that name a method ("GET /items/{id}") are used as they are. Route
+	// policies apply in addition to Policies; requests no route matched
+	// (404s) have route "".
 	Routes map[string][]Policy
 	// Tiers adds the policies of the request's tier, as named by Tier
 	// (anonymous, free, pro, ...). A tier Tier does not know is DefaultTier.
@@ -200,6 +204,19 @@ func (m *Middleware) allPolicies() []*policy {
 		all = append(all, ps...)
 	}
 	return all
+}
+
+// ExemptRoutes returns a Config.Exempt func exempting the given routes,
+// named as Config.Routes names them: "GET /healthz" (that method only) or
+// "/healthz" (every method).
+func ExemptRoutes(routes ...string) func(r *http.Request, route string) bool {
+	set := map[string]bool{}
+	for _, rt := range routes {
+		set[rt] = true
+	}
+	return func(r *http.Request, route string) bool {
+		return route != "" && (set[route] || set[r.Method+" "+route])
+	}
 }
 
 func validHeaderName(s string) bool {

@@ -152,8 +152,8 @@ func TestConcurrencyAfterRate(t *testing.T) {
 	if rec.Code != 429 {
 		t.Fatalf("status %d", rec.Code)
 	}
-	// in-flight was never asked: it reports the policy with no Result
-	if got := rec.Header().Get("RateLimit"); !strings.HasPrefix(got, `"in-flight";r=0, "rate";r=0`) {
+	// in-flight was never asked, so it is not reported
+	if got := rec.Header().Get("RateLimit"); got != `"rate";r=0;t=40` {
 		t.Errorf("RateLimit %q", got)
 	}
 }
@@ -294,6 +294,40 @@ func TestMetrics(t *testing.T) {
 	for k, v := range want {
 		if c.adds[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, c.adds[k], v, c.adds)
+		}
+	}
+}
+
+// Route keys may name a method; the method's entry wins over the bare one.
+func TestRouteKeysWithMethods(t *testing.T) {
+	e := newTestEnv(t)
+	lim := func(name string) sluice.Limit { return sluice.Must(sluice.FixedWindow(5, time.Minute)).Named(name) }
+	m := newMW(t, Config{Limiter: e.lim, Clock: e.clock, Routes: map[string][]Policy{
+		"POST /x": {{Name: "post-x", Limit: lim("post-x"), Key: RemoteIP()}},
+		"/x":      {{Name: "any-x", Limit: lim("any-x"), Key: RemoteIP()}},
+	}, Exempt: ExemptRoutes("GET /healthz", "/metrics")})
+	policyOf := func(method, route string) string {
+		rec := httptest.NewRecorder()
+		m.Serve(rec, httptest.NewRequest(method, "/", nil), route, okHandler)
+		if p := rec.Header().Get("RateLimit-Policy"); p != "" {
+			return p[1:strings.IndexByte(p[1:], '"')+1]
+		}
+		return ""
+	}
+	for _, c := range []struct{ method, route, want string }{
+		{"POST", "/x", "post-x"}, {"GET", "/x", "any-x"}, {"DELETE", "/x", "any-x"}, {"GET", "/y", ""},
+	} {
+		if got := policyOf(c.method, c.route); got != c.want {
+			t.Errorf("%s %s: policy %q, want %q", c.method, c.route, got, c.want)
+		}
+	}
+	ex := ExemptRoutes("GET /healthz", "/metrics")
+	for _, c := range []struct {
+		method, route string
+		want          bool
+	}{{"GET", "/healthz", true}, {"POST", "/healthz", false}, {"GET", "GET /healthz", true}, {"PUT", "/metrics", true}, {"GET", "", false}} {
+		if got := ex(httptest.NewRequest(c.method, "/", nil), c.route); got != c.want {
+			t.Errorf("ExemptRoutes(%s %q) = %v", c.method, c.route, got)
 		}
 	}
 }
