@@ -310,7 +310,7 @@ func TestRouteKeysWithMethods(t *testing.T) {
 		rec := httptest.NewRecorder()
 		m.Serve(rec, httptest.NewRequest(method, "/", nil), route, okHandler)
 		if p := rec.Header().Get("RateLimit-Policy"); p != "" {
-			return p[1:strings.IndexByte(p[1:], '"')+1]
+			return p[1 : strings.IndexByte(p[1:], '"')+1]
 		}
 		return ""
 	}
