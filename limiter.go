@@ -94,6 +94,11 @@ func (l *Limiter) Key(identity string, lim Limit) string {
 	return key(l.cfg.prefix, identity, lim.Name)
 }
 
+// FailurePolicy is the policy deciding while Redis is unavailable, for
+// callers that answer its denials differently (an HTTP 503 for
+// FailClosed, a 429 for a FailLocal quota).
+func (l *Limiter) FailurePolicy() FailurePolicy { return l.cfg.policy }
+
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, identity string, lim Limit) (Result, error) {
 	return l.AllowN(ctx, identity, lim, 1)

@@ -94,8 +94,8 @@ func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 
 // decide runs every applicable policy.
 //
-// One rate policy is one AllowN. With several, each is first peeked (cost
-// 0, nothing written); if a peek shows an enforced policy cannot admit the
+// One rate policy is one AllowN. With several, each is first asked for the
+// quota left (AllowN with cost 0, nothing written); if a peek shows an enforced policy cannot admit the
 // cost, that policy alone is asked with AllowN for the authoritative answer
 // (a denial charges nothing), and when it denies, no policy is charged.
 // Otherwise every policy is charged in order with AllowN. Between a peek
@@ -144,7 +144,7 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 	if len(rate) > 1 {
 		for _, i := range rate {
 			o := &d.Outcomes[i]
-			res, err := m.lim.Peek(ctx, o.key, o.Limit)
+			res, err := m.lim.AllowN(ctx, o.key, o.Limit, 0) // cost 0: the quota left, nothing written
 			if err != nil {
 				d.err = err
 				return d
@@ -244,7 +244,9 @@ func (m *Middleware) settle(r *http.Request, d *Decision) {
 		return
 	}
 	d.Status = http.StatusTooManyRequests
-	if onlyDegraded {
+	if onlyDegraded && m.lim.FailurePolicy() == sluice.FailClosed {
+		// Denied only because Redis is unavailable and the Limiter fails
+		// closed; a FailLocal denial is a quota decision (429).
 		d.Status = http.StatusServiceUnavailable
 	}
 	d.RetryAfter = time.Duration(max(wait, 1)) * time.Second

@@ -53,9 +53,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.limit, "limit", 10, "requests per window for each client IP (also the burst of gcra and token_bucket)")
 	fs.DurationVar(&c.window, "window", time.Minute, "window, or refill period of gcra and token_bucket")
 	fs.StringVar(&c.headers, "headers", "both", "rate-limit headers: both (draft RateLimit-* and X-RateLimit-*), draft, legacy, none")
-	fs.StringVar(&failure, "failure", "open", "when Redis is unavailable: open (admit), closed (deny with 503), local (an in-memory share of the quota)")
+	fs.StringVar(&failure, "failure", "local", "when Redis is unavailable: local (an in-memory share of the quota; the library's default), open (admit), closed (deny with 503)")
 	fs.IntVar(&c.replicas, "replicas", 1, "with -failure local: how many replicas share the quota")
-	fs.DurationVar(&c.timeout, "timeout", time.Second, "bound on each Redis call; past it the -failure policy decides (0: none; the library's default is 100ms, the demo allows a busy laptop more)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "a fixed bound on each Redis call; past it the -failure policy decides (default: the library's adaptive timeout, 100ms to 1s, following the latency it observes)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP by sluice.\n\n")
 		fs.PrintDefaults()

@@ -60,7 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	counts := newStats()
-	opts := []sluice.Option{sluice.WithTimeout(cfg.timeout), sluice.WithMeterProvider(counts.provider)}
+	opts := []sluice.Option{sluice.WithMeterProvider(counts.provider)}
+	if cfg.timeout > 0 {
+		opts = append(opts, sluice.WithTimeout(cfg.timeout))
+	}
 	if cfg.failure == sluice.FailLocal {
 		opts = append(opts, sluice.WithLocalFallback(cfg.replicas))
 	} else {

@@ -18,7 +18,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(nil) = %v; stderr: %s", err, stderr.String())
 	}
 	if c.addr != "localhost:8080" || c.framework != "nethttp" || c.algorithm != sluice.AlgGCRA ||
-		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailOpen || c.redis != "" {
+		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	lim, err := c.rateLimit()
