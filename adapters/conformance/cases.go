@@ -237,6 +237,20 @@ func Cases() []Case {
 			},
 		},
 		{
+			Name:    "fail-local",
+			Down:    true,
+			Options: []sluice.Option{sluice.WithLocalFallback(1), sluice.WithBreaker(1, 30*time.Second)},
+			Config: func(e *Env) httplimit.Config {
+				return httplimit.Config{Policies: []httplimit.Policy{{Name: "demo", Limit: perMin(1, "demo"), Key: ip}}}
+			},
+			Steps: []Step{
+				{Path: "/items/1", Status: 200, Want: map[string]string{"RateLimit": `"demo";r=0;t=60`}},
+				// the local quota is spent: a quota decision (429), not an outage (503)
+				{Path: "/items/1", Status: 429, Body: `"type":"https://iana.org/assignments/http-problem-types#quota-exceeded"`,
+					Want: map[string]string{"Retry-After": "60"}},
+			},
+		},
+		{
 			Name: "concurrency-panic",
 			Config: func(e *Env) httplimit.Config {
 				return httplimit.Config{Routes: map[string][]httplimit.Policy{
