@@ -720,3 +720,143 @@ func testCallerDeadlines(t *testing.T, pipelining bool) {
 	}
 	check("pause longer than the timeout", &long)
 }
+
+// One primary of a 3-master cluster paused (SIGSTOP) under load: its
+// identities are degraded and its breaker opens, while the identities of
+// the other two shards keep getting decisions from Redis — none degraded,
+// none waiting for a timeout; Health names the paused node; after Resume
+// its breaker closes.
+func TestFaultShardPaused(t *testing.T) {
+	// A node timeout longer than the pause, so the cluster itself does not
+	// fail the paused node over (it has no replica) or stop serving.
+	cl := redisserver.StartCluster(t, 3, "--cluster-node-timeout", "60000", "--cluster-require-full-coverage", "no")
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := New(c, WithLogger(nil), WithDenialCache(0)) // the defaults otherwise
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Must(GCRA(1_000_000_000, time.Hour, 1_000_000_000)) // never denies
+	owner := slotOwners(t, cl)
+	const perNode = 8
+	var ids []string
+	node := map[string]int{} // identity → index of its node in cl.Nodes
+	count := make([]int, len(cl.Nodes))
+	for i := 0; len(ids) < perNode*len(cl.Nodes); i++ {
+		id := "shard-" + strconv.Itoa(i)
+		n := owner[keyslot.Of(l.Key(id, lim))]
+		if count[n] < perNode {
+			count[n]++
+			ids = append(ids, id)
+			node[id] = n
+		}
+	}
+	// Wait until the Limiter knows the slot map: one breaker per primary.
+	if _, ok := waitFor(10*time.Second, func() bool {
+		l.Allow(context.Background(), ids[0], lim)
+		return len(l.Health().Nodes) == 1+len(cl.Nodes)
+	}); !ok {
+		t.Fatalf("the slot map was never loaded: %+v", l.Health())
+	}
+	tallies := make([]*tally, len(cl.Nodes))
+	for i := range tallies {
+		tallies[i] = newTally(len(ids))
+	}
+	stop := startLoad(loadWorkers, time.Millisecond, func(w, n int) {
+		i := (w + n*loadWorkers) % len(ids)
+		start := time.Now()
+		res, err := l.Allow(context.Background(), ids[i], lim)
+		tallies[node[ids[i]]].note(i, res, err, time.Since(start))
+	})
+	defer stop()
+	paused := cl.Nodes[0]
+	if _, ok := waitFor(10*time.Second, func() bool { return tallies[0].decisions.Load() >= 200 }); !ok {
+		t.Fatal("no load before the pause")
+	}
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	openAfter, ok := waitFor(10*time.Second, func() bool { return breakerOf(l, paused.Addr) == "open" })
+	if !ok {
+		paused.Resume()
+		t.Fatalf("the paused node's breaker did not open: %+v", l.Health())
+	}
+	health := l.Health().Err()
+	for time.Since(pausedAt) < 2500*time.Millisecond {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := paused.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	closeAfter, closed := waitFor(10*time.Second, func() bool { return l.Health().Err() == nil })
+	stop()
+	for i, tl := range tallies {
+		t.Logf("node %d (%s)%s: %v", i, cl.Nodes[i].Addr, map[bool]string{true: " paused 2.5s"}[i == 0], tl)
+	}
+	t.Logf("the paused node's breaker opened %v after the pause began and closed %v after Resume; Health during the pause: %v", openAfter.Round(time.Millisecond), closeAfter.Round(time.Millisecond), health)
+	if !errors.Is(health, ErrUnhealthy) || !strings.Contains(health.Error(), paused.Addr+" open") {
+		t.Errorf("Health during the pause does not name %s open: %v", paused.Addr, health)
+	}
+	for _, other := range cl.Nodes[1:] {
+		if strings.Contains(health.Error(), other.Addr) {
+			t.Errorf("Health names a healthy node: %v", health)
+		}
+	}
+	if tallies[0].degraded.Load() == 0 {
+		t.Error("no decision for the paused shard was degraded")
+	}
+	for i, tl := range tallies[1:] {
+		if tl.errs.Load() != 0 || tl.degraded.Load() != 0 || tl.decisions.Load() == 0 {
+			t.Errorf("healthy node %d: %v (first error %v); want every decision from Redis", i+1, tl, tl.err())
+		}
+	}
+	if !closed {
+		t.Errorf("breaker not closed %v after Resume: %v", closeAfter, l.Health().Err())
+	}
+}
+
+// slotOwners maps every hash slot to the index of the node in cl that
+// serves it (from each node's CLUSTER NODES "myself" line).
+func slotOwners(t *testing.T, cl *redisserver.Cluster) []int {
+	t.Helper()
+	owner := make([]int, keyslot.Slots)
+	for i := range owner {
+		owner[i] = -1
+	}
+	for i, n := range cl.Nodes {
+		nodes, err := n.Command("CLUSTER", "NODES")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 9 || !strings.Contains(f[2], "myself") {
+				continue
+			}
+			for _, r := range f[8:] {
+				lo, hi, found := strings.Cut(r, "-")
+				a, err1 := strconv.Atoi(lo)
+				b, err2 := strconv.Atoi(hi)
+				if !found {
+					b, err2 = a, nil
+				}
+				if err1 != nil || err2 != nil {
+					continue // a migrating/importing marker
+				}
+				for s := a; s <= b; s++ {
+					owner[s] = i
+				}
+			}
+		}
+	}
+	for s, o := range owner {
+		if o < 0 {
+			t.Fatalf("slot %d has no owner", s)
+		}
+	}
+	return owner
+}
