@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/keyslot"
@@ -219,7 +220,8 @@ func standaloneClient(t *testing.T, addr string) rueidis.Client {
 // EVAL, no decision fails, and each identity is admitted exactly its limit.
 func TestFaultScriptFlush(t *testing.T) {
 	s := redisserver.Start(t)
-	l, err := New(standaloneClient(t, s.Addr), opts(WithDenialCache(0))...)
+	rec := newRecorder()
+	l, err := New(standaloneClient(t, s.Addr), opts(WithDenialCache(0), WithMeterProvider(rec))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +249,9 @@ func TestFaultScriptFlush(t *testing.T) {
 	}
 	if evals == 0 {
 		t.Fatal("no EVAL after SCRIPT FLUSH: the NOSCRIPT path was not exercised")
+	}
+	if n := rec.get(MetricScriptReloads + "{}"); n != evals {
+		t.Fatalf("%s counted %d reloads, the server ran %d EVAL", MetricScriptReloads, n, evals)
 	}
 	for i, id := range ids {
 		if n := tl.redisAdmits[i].Load(); n != limit {
@@ -859,4 +864,49 @@ func slotOwners(t *testing.T, cl *redisserver.Cluster) []int {
 		}
 	}
 	return owner
+}
+
+// BenchmarkBreakerOpen is the cost of one decision while the node's
+// breaker is open: the failure policy decides without a round trip.
+func BenchmarkBreakerOpen(b *testing.B) {
+	m, err := miniredis.Run()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	base, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer base.Close()
+	lim := Must(GCRA(1_000_000_000, time.Second, 1_000_000_000))
+	ctx := context.Background()
+	for _, policy := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
+		l, err := New(&failingClient{Client: base}, WithFailurePolicy(policy), WithBreaker(1, time.Hour), WithLogger(nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, _ := l.Allow(ctx, "bench", lim); !r.Degraded || breakerOf(l, "redis") != "open" {
+			b.Fatalf("breaker not open: %+v", l.Health())
+		}
+		b.Run(policy.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r, _ := l.Allow(ctx, "bench", lim); !r.Degraded {
+					b.Fatal("not degraded")
+				}
+			}
+		})
+		b.Run(policy.String()+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if r, _ := l.Allow(ctx, "bench", lim); !r.Degraded {
+						b.Error("not degraded")
+						return
+					}
+				}
+			})
+		})
+	}
 }

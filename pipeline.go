@@ -101,7 +101,7 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 	}
 	start := time.Now()
 	n.sending(start)
-	d, err := req.decode(luart.Do(cctx, l.client, req.call))
+	d, err := req.decode(luart.Do(cctx, l.metrics.scriptsVia(l.client), req.call))
 	// The node counts as silent when calls have waited on it for a whole
 	// timeout without any reply (the upper bound when there is none).
 	silent := err != nil && n.silentFor(cmp.Or(t, l.cfg.timeoutMax))
