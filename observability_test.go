@@ -55,7 +55,7 @@ func (o *observer) Observe(v int64, opts ...metric.ObserveOption) {
 	set := metric.NewObserveConfig(opts).Attributes()
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	o.got = append(o.got, strings.Join(parts, ",")+"="+strconv.FormatInt(v, 10))
 }
