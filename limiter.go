@@ -22,6 +22,7 @@ type Limiter struct {
 	router  *router          // the Redis node of each key, each with its own breaker
 	local   *localFallback
 	denials *denialCache // nil: off
+	undos   *undoQueue   // slots timed-out Acquires may have taken in Redis
 	metrics *metrics     // nil: no metrics
 }
 
@@ -58,7 +59,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock}
+	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue()}
 	if l.now == nil {
 		l.now = time.Now
 	}

@@ -29,6 +29,7 @@ type request struct {
 	cost  int64
 	peek  bool
 	lease *Lease // acquire
+	cause error  // why Redis could not decide (set before the failure policy runs)
 	// node is where the call went (set by call).
 	node *node
 }
@@ -82,6 +83,7 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 		if req.kind == callRenew || req.kind == callRelease {
 			return Result{}, err
 		}
+		req.cause = err
 		res = l.degrade(req)
 	}
 	if req.kind != callRelease {
