@@ -105,8 +105,9 @@ func (l *Limiter) degradeAcquire(req *request) Result {
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
 // one already released or expired, does nothing. Release is never refused
-// by the circuit breaker; an error means Redis could not be reached, and
-// the slot comes back by itself when the lease expires.
+// by the circuit breaker. An error means Redis could not be reached: the
+// Limiter retries in the background until Redis answers or the lease would
+// have expired anyway.
 func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		return nil
@@ -118,7 +119,10 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		return nil
 	}
 	if err := l.release(ctx, lease.key, lease.ID, lease.limit); err != nil {
-		return fmt.Errorf("sluice: release %s: %w (the lease expires by itself after %v)", lease.key, err, lease.limit.Period)
+		if ctx.Err() == nil {
+			l.undos.add(l, lease.key, lease.ID, lease.limit)
+		}
+		return fmt.Errorf("sluice: release %s: %w (retried in the background; at the latest the lease expires after %v)", lease.key, err, lease.limit.Period)
 	}
 	return nil
 }
