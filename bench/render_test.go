@@ -91,7 +91,7 @@ func us(x float64) string {
 	return strconv.FormatFloat(x, 'f', 1, 64)
 }
 
-func dur(d time.Duration) string {
+func latency(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "–"
@@ -157,8 +157,8 @@ func (r *report) row(b *strings.Builder, c cell, rs []float64) {
 		us(medianOf(ss, func(s sample) float64 { return s.scriptUs })),
 		us(medianOf(ss, func(s sample) float64 { return s.per(s.clientCPU) })),
 		allocs,
-		dur(time.Duration(medianOf(ss, func(s sample) float64 { return float64(s.p50) }))),
-		dur(time.Duration(medianOf(ss, func(s sample) float64 { return float64(s.p99) }))),
+		latency(time.Duration(medianOf(ss, func(s sample) float64 { return float64(s.p50) }))),
+		latency(time.Duration(medianOf(ss, func(s sample) float64 { return float64(s.p99) }))),
 		adm)
 }
 
