@@ -94,6 +94,11 @@ func (l *Limiter) Key(identity string, lim Limit) string {
 	return key(l.cfg.prefix, identity, lim.Name)
 }
 
+// FailurePolicy is the policy deciding while Redis is unavailable, for
+// callers that answer its denials differently (an HTTP 503 for
+// FailClosed, a 429 for a FailLocal quota).
+func (l *Limiter) FailurePolicy() FailurePolicy { return l.cfg.policy }
+
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, identity string, lim Limit) (Result, error) {
 	return l.AllowN(ctx, identity, lim, 1)
@@ -137,9 +142,9 @@ func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost i
 			return r, nil
 		}
 	}
-	keys, limits := []string{k}, []Limit{lim}
-	call, decode := rateCall(k, lim, cost, l.nowArg(), peek)
-	res, err := l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, peek)})
+	req := request{kind: callRate, lim: lim, key: k, cost: cost, peek: peek}
+	req.call, req.decode = rateCall(k, lim, cost, l.nowArg(), peek)
+	res, err := l.run(ctx, &req)
 	if err == nil && cost == 1 && !res.Allowed {
 		l.denials.put(k, res, sent, l.now())
 	}
@@ -178,8 +183,9 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 	for i, lim := range limits {
 		keys[i] = l.Key(identity, lim)
 	}
-	call, decode := multiCall(keys, limits, cost, l.nowArg())
-	return l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, false)})
+	req := request{kind: callRate, lim: limits[0], key: keys[0], multi: limits, keys: keys, cost: cost}
+	req.call, req.decode = multiCall(keys, limits, cost, l.nowArg())
+	return l.run(ctx, &req)
 }
 
 // Reset forgets lim's state for identity: the whole quota is back. For a
@@ -233,24 +239,29 @@ func capacity(lim Limit) int64 {
 	return lim.Rate
 }
 
-// degrade returns the failure policy's decision for cost against limits
-// (stored under keys) when Redis cannot decide.
-func (l *Limiter) degrade(keys []string, limits []Limit, cost int64, peek bool) func(*node) Result {
-	return func(n *node) Result {
-		switch l.cfg.policy {
-		case FailLocal:
-			return l.local.decide(keys, limits, cost, peek, l.now())
-		case FailClosed:
-			return Result{Limit: limits[0], RetryAfter: n.breaker.retryAfter(), Degraded: true}
-		}
-		res := Result{Allowed: true, Degraded: true}
-		for i, lim := range limits {
-			if r := max(0, capacity(lim)-cost); i == 0 || r < res.Remaining {
-				res.Limit, res.Remaining = lim, r
-			}
-		}
-		return res
+// degrade is the failure policy's decision for req when Redis cannot
+// decide.
+func (l *Limiter) degrade(req *request) Result {
+	if req.kind == callAcquire {
+		return l.degradeAcquire(req)
 	}
+	keys, limits := req.keys, req.multi
+	if limits == nil {
+		keys, limits = []string{req.key}, []Limit{req.lim}
+	}
+	switch l.cfg.policy {
+	case FailLocal:
+		return l.local.decide(keys, limits, req.cost, req.peek, l.now())
+	case FailClosed:
+		return Result{Limit: limits[0], RetryAfter: req.node.breaker.retryAfter(), Degraded: true}
+	}
+	res := Result{Allowed: true, Degraded: true}
+	for i, lim := range limits {
+		if r := max(0, capacity(lim)-req.cost); i == 0 || r < res.Remaining {
+			res.Limit, res.Remaining = lim, r
+		}
+	}
+	return res
 }
 
 var peekTrue = true

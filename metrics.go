@@ -58,16 +58,17 @@ type metrics struct {
 	breaker   metric.Int64Counter
 	cacheHits metric.Int64Counter
 
-	sets sync.Map // limit name and algorithm → *limitSets
+	mu   sync.RWMutex
+	sets map[setKey]*limitSets
 }
 
 // limitSets are one limit's attribute sets, built once: decisions record
 // with a precomputed option, not a slice of attributes per call.
 type limitSets struct {
-	decision [2][2]metric.MeasurementOption // [allowed][degraded]
-	duration [2]metric.MeasurementOption    // [degraded]
-	failure  map[string]metric.MeasurementOption
-	limit    metric.MeasurementOption // the limit's name and algorithm only
+	decision [2][2][]metric.AddOption // [allowed][degraded]
+	duration [2][]metric.RecordOption // [degraded]
+	failure  map[string][]metric.AddOption
+	limit    []metric.AddOption // the limit's name and algorithm only
 }
 
 func b2i(b bool) int {
@@ -77,10 +78,15 @@ func b2i(b bool) int {
 	return 0
 }
 
+type setKey struct{ alg, name string }
+
 func (m *metrics) setsOf(lim Limit) *limitSets {
-	k := string(lim.Algorithm) + "/" + lim.Name
-	if s, ok := m.sets.Load(k); ok {
-		return s.(*limitSets)
+	k := setKey{string(lim.Algorithm), lim.Name}
+	m.mu.RLock()
+	s := m.sets[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
 	}
 	base := []attribute.KeyValue{
 		attribute.String("sluice.limit", lim.Name),
@@ -89,20 +95,26 @@ func (m *metrics) setsOf(lim Limit) *limitSets {
 	with := func(extra ...attribute.KeyValue) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), extra...)...))
 	}
-	s := &limitSets{failure: map[string]metric.MeasurementOption{}, limit: with()}
+	add := func(extra ...attribute.KeyValue) []metric.AddOption { return []metric.AddOption{with(extra...)} }
+	s = &limitSets{failure: map[string][]metric.AddOption{}, limit: add()}
 	for _, allowed := range []bool{false, true} {
 		for _, degraded := range []bool{false, true} {
-			s.decision[b2i(allowed)][b2i(degraded)] = with(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
+			s.decision[b2i(allowed)][b2i(degraded)] = add(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
 		}
 	}
 	for _, degraded := range []bool{false, true} {
-		s.duration[b2i(degraded)] = with(attribute.Bool("sluice.degraded", degraded))
+		s.duration[b2i(degraded)] = []metric.RecordOption{with(attribute.Bool("sluice.degraded", degraded))}
 	}
 	for _, kind := range []string{"timeout", "breaker_open", "error"} {
-		s.failure[kind] = with(attribute.String("sluice.failure", kind))
+		s.failure[kind] = add(attribute.String("sluice.failure", kind))
 	}
-	v, _ := m.sets.LoadOrStore(k, s)
-	return v.(*limitSets)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.sets[k]; old != nil {
+		return old
+	}
+	m.sets[k] = s
+	return s
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -110,7 +122,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		return nil, nil
 	}
 	meter := mp.Meter("github.com/sluice-go/sluice")
-	m := &metrics{}
+	m := &metrics{sets: map[setKey]*limitSets{}}
 	var err error
 	if m.decisions, err = meter.Int64Counter(MetricDecisions,
 		metric.WithDescription("Rate-limit decisions."), metric.WithUnit("{decision}")); err != nil {
@@ -142,8 +154,8 @@ func (m *metrics) decision(ctx context.Context, res Result, start time.Time) {
 		return
 	}
 	s := m.setsOf(res.Limit)
-	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)])
-	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)])
+	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)]...)
+	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)]...)
 }
 
 // failure records a decision Redis could not make.
@@ -158,7 +170,7 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 	case isTimeout(err):
 		kind = "timeout"
 	}
-	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind])
+	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind]...)
 }
 
 // cacheHit records a denial answered by the denial cache.
@@ -166,7 +178,7 @@ func (m *metrics) cacheHit(ctx context.Context, lim Limit) {
 	if m == nil {
 		return
 	}
-	m.cacheHits.Add(ctx, 1, m.setsOf(lim).limit)
+	m.cacheHits.Add(ctx, 1, m.setsOf(lim).limit...)
 }
 
 // transition records a breaker state change.

@@ -23,6 +23,7 @@ type node struct {
 	breaker   *breaker
 	lastReply atomic.Int64 // UnixNano of the last reply this node gave to any call
 	latency   latency
+	deadlines sharedDeadline
 }
 
 // replied records an answer from the node to a call that took d.
@@ -182,3 +183,38 @@ func (r *router) all() []*node {
 	slices.SortFunc(out[1:], func(a, b *node) int { return strings.Compare(a.addr, b.addr) })
 	return out
 }
+
+// sharedDeadline lends calls whose own context can never end (Done() is
+// nil: context.Background and contexts derived from it only by values) a
+// deadline context made once per 1/8 of the timeout instead of once per
+// call: a timer and three allocations fewer per decision. Each call's
+// deadline lands between t and t + t/8 after it starts.
+type sharedDeadline struct{ cur atomic.Pointer[deadlineCtx] }
+
+type deadlineCtx struct {
+	context.Context
+	cancel     context.CancelFunc // kept so the context can be released; its timer ends it
+	t          time.Duration
+	reuseUntil int64 // UnixNano
+}
+
+func (s *sharedDeadline) get(now time.Time, t time.Duration) *deadlineCtx {
+	if c := s.cur.Load(); c != nil && now.UnixNano() < c.reuseUntil && c.t-c.t/8 <= t && t <= c.t {
+		return c
+	}
+	slack := t / 8
+	ctx, cancel := context.WithTimeout(context.Background(), t+slack)
+	c := &deadlineCtx{Context: ctx, cancel: cancel, t: t + slack, reuseUntil: now.Add(slack).UnixNano()}
+	s.cur.Store(c)
+	return c
+}
+
+// withValues is a borrowed deadline context that keeps the caller's values.
+type withValues struct {
+	context.Context // the caller's, for Value
+	d               *deadlineCtx
+}
+
+func (w *withValues) Deadline() (time.Time, bool) { return w.d.Deadline() }
+func (w *withValues) Done() <-chan struct{}       { return w.d.Done() }
+func (w *withValues) Err() error                  { return w.d.Err() }
