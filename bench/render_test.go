@@ -92,6 +92,9 @@ func us(x float64) string {
 }
 
 func latency(d time.Duration) string {
+	if d < 0 {
+		return "−" + latency(-d)
+	}
 	switch {
 	case d == 0:
 		return "–"
