@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -290,18 +289,18 @@ func rateCall(k string, lim Limit, cost int64, now *int64, peek bool) (luart.Cal
 // multiCall builds the AllowAll script call for limits of one algorithm
 // (validated by the caller), one key per limit, and its decoder.
 func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
-	specs := make([]string, len(limits))
-	for i, lim := range limits {
-		if lim.Algorithm == AlgGCRA {
-			specs[i] = fmt.Sprintf("%d:%d:%d", lim.Rate, lim.periodMicros(), lim.Burst)
-		} else {
-			specs[i] = fmt.Sprintf("%d:%d", lim.Rate, lim.periodMicros())
-		}
-	}
 	if limits[0].Algorithm == AlgGCRA {
-		return scripts.GcraMulti.Call(scripts.GcraMultiKeys{State: keys[0]}, scripts.GcraMultiArgs{Limits: strings.Join(specs, ","), Cost: cost, Now: now}), decodeGcraMulti
+		nums := make([]int64, 0, 3*len(limits))
+		for _, lim := range limits {
+			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
+		}
+		return scripts.GcraMulti.Call(scripts.GcraMultiKeys{States: keys}, scripts.GcraMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
 	}
-	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{State: keys[0]}, scripts.SlidingWindowMultiArgs{Limits: strings.Join(specs, ","), Cost: cost, Now: now}), decodeSlidingWindowMulti
+	nums := make([]int64, 0, 2*len(limits))
+	for _, lim := range limits {
+		nums = append(nums, lim.Rate, lim.periodMicros())
+	}
+	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeSlidingWindowMulti
 }
 
 // The decoders turn each script's generated, typed reply into a decision.

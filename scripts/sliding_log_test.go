@@ -71,7 +71,7 @@ func TestSlidingLogRenumber(t *testing.T) {
 				t.Fatalf("cost 1008: reply %v, want [0 1007 %d %d]", got, 100*ms, period)
 			}
 			argsAt := func(at int64) []string { return []string{limit, itoa(period), "1008", itoa(at)} }
-			probeRetry(ctx, t, b, src, key, probe, argsAt, 100*ms, now, "cost 1008 after the renumbering")
+			probeRetry(ctx, t, b, src, []string{key}, []string{probe}, argsAt, 100*ms, now, "cost 1008 after the renumbering")
 		})
 	}
 }

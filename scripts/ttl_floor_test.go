@@ -12,8 +12,8 @@ import (
 	"github.com/sluice-go/sluice/scripts"
 )
 
-// TestTTLFloorAtWindowEnd sends 100,000 pairs of requests to a fixed window
-// of 1 per minute on a real redis-server, each pair on a fresh key, with
+// TestTTLFloorAtWindowEnd sends pairs of requests to a fixed window of 1
+// per minute on a real redis-server, each pair on a fresh key, with
 // now 21 µs and then 10 µs before a window boundary: the first is admitted
 // and gets a TTL for the 21 µs left in the window, the second must be
 // denied. With a TTL rounded up to 1 ms the key can be gone before the
@@ -21,11 +21,13 @@ import (
 // after PEXPIRE 1, and Redis 7.0 can even drop it at once. The floor of 2 ms
 // keeps it for at least 1 ms of real time.
 //
-// Each pair goes in one pipeline between two TIME commands; the second
-// request is only required to be denied when these two are under 1 ms
-// apart, since the key may rightly be gone after 2 ms of real time. Pairs
-// that took longer (a loaded machine) are counted and logged, and the test
-// fails if they are more than 1% of all.
+// Each pair goes in one pipeline between two TIME commands, 200 pairs per
+// round trip; the second request is only required to be denied when these
+// two are under 1 ms apart, since the key may rightly be gone after 2 ms of
+// real time. Pairs that took longer (the server was descheduled on a loaded
+// machine) are excluded, counted and logged, and replaced by more pairs
+// until 100,000 have been counted; the test fails if more than 5% of the
+// pairs sent had to be excluded (a machine too loaded to measure).
 func TestTTLFloorAtWindowEnd(t *testing.T) {
 	t.Parallel()
 	srv := redisserver.Start(t)
@@ -50,11 +52,14 @@ func TestTTLFloorAtWindowEnd(t *testing.T) {
 			scripts.FixedWindowArgs{Limit: 1, Period: period, Cost: 1, Now: &now})
 		return c.B().Evalsha().Sha1(call.Script.SHA1).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
 	}
-	var counted, extra, slow int
+	var sent, counted, extra, slow int
 	var longest int64
-	for done := 0; done < pairs; done += perBatch {
+	for counted < pairs {
+		if slow > (sent+perBatch)/20 {
+			t.Fatalf("%d of %d pairs took 1 ms or more of real time (longest %d µs); want at most 5%%", slow, sent, longest)
+		}
 		cmds := make(rueidis.Commands, 0, 4*perBatch)
-		for i := done; i < done+perBatch; i++ {
+		for i := sent; i < sent+perBatch; i++ {
 			key := fmt.Sprintf("sluice:{ttl-floor-%d}:state", i)
 			cmds = append(cmds, c.B().Time().Build(), evalsha(key, first), evalsha(key, second), c.B().Time().Build())
 		}
@@ -78,7 +83,7 @@ func TestTTLFloorAtWindowEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !a.Allowed {
-				t.Fatalf("pair %d: the first request on a fresh key was denied: %+v", done+i, a)
+				t.Fatalf("pair %d: the first request on a fresh key was denied: %+v", sent+i, a)
 			}
 			longest = max(longest, t1-t0)
 			if t1-t0 >= 1000 {
@@ -90,14 +95,12 @@ func TestTTLFloorAtWindowEnd(t *testing.T) {
 				extra++
 			}
 		}
+		sent += perBatch
 	}
-	t.Logf("%d pairs: %d within 1 ms of real time, %d extra admissions among them; %d pairs excluded (took 1 ms or more; longest %d µs)",
-		pairs, counted, extra, slow, longest)
+	t.Logf("%d pairs sent: %d within 1 ms of real time, %d extra admissions among them; %d pairs (%.2f%%) excluded (took 1 ms or more; longest %d µs)",
+		sent, counted, extra, slow, 100*float64(slow)/float64(sent), longest)
 	if extra > 0 {
 		t.Errorf("%d of %d second requests admitted 10 µs before the window ends: the key written 11 µs earlier was gone", extra, counted)
-	}
-	if slow > pairs/100 {
-		t.Errorf("%d of %d pairs took 1 ms or more of real time; want at most 1%%", slow, pairs)
 	}
 }
 
