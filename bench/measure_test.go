@@ -29,6 +29,7 @@ type sample struct {
 	decisions int64 // decided by Redis (or by sluice's denial cache)
 	allowed   int64
 	degraded  int64 // answered by the failure policy: not counted as decisions
+	timeouts  int64 // calls that hit the Limiter's deadline with no fallback (a lease release)
 	errors    int64
 	firstErr  error
 	wall      time.Duration
@@ -284,6 +285,8 @@ func drive(fn decide, g int, keys []string, dur time.Duration) sample {
 				switch {
 				case errors.Is(err, errDegraded):
 					s.degraded++
+				case errors.Is(err, context.DeadlineExceeded):
+					s.timeouts++
 				case err != nil:
 					s.errors++
 					if s.firstErr == nil {
@@ -300,6 +303,7 @@ func drive(fn decide, g int, keys []string, dur time.Duration) sample {
 			total.decisions += s.decisions
 			total.allowed += s.allowed
 			total.degraded += s.degraded
+			total.timeouts += s.timeouts
 			total.errors += s.errors
 			if total.firstErr == nil {
 				total.firstErr = s.firstErr

@@ -132,11 +132,12 @@ func (r *report) row(b *strings.Builder, c cell, rs []float64) {
 		g = "50 conns × P" + strconv.Itoa(c.pipe)
 	}
 	admitted := 0.0
-	var decided, degraded int64
+	var decided, degraded, timeouts int64
 	for _, s := range ss {
 		decided += s.decisions
 		admitted += float64(s.allowed)
 		degraded += s.degraded
+		timeouts += s.timeouts
 	}
 	adm := "0%"
 	if decided > 0 {
@@ -144,6 +145,9 @@ func (r *report) row(b *strings.Builder, c cell, rs []float64) {
 	}
 	if degraded > 0 {
 		adm += fmt.Sprintf(" (+%d degraded)", degraded)
+	}
+	if timeouts > 0 {
+		adm += fmt.Sprintf(" (%d timed out)", timeouts)
 	}
 	allocs := "–"
 	if c.pipe == 0 {

@@ -216,10 +216,7 @@ func TestReport(t *testing.T) {
 	if !full {
 		return
 	}
-	var http string
-	if !t.Failed() {
-		http = httpReport(t, e)
-	}
+	http := httpReport(t, e)
 	meta := machine(loads, time.Since(began), rounds, warm, dur)
 	fmt.Println(meta + "\n" + md + "\n" + http)
 	writeGenerated(t, filepath.Join(*docsFlag, "benchmarks.md"), "report", meta+"\n"+md+"\n"+http)
@@ -250,6 +247,9 @@ func checkSample(t *testing.T, c cell, s sample) {
 	}
 	if s.degraded > 0 {
 		t.Logf("%s: %d decisions came from the failure policy (Redis too slow)", c.id(), s.degraded)
+	}
+	if s.timeouts > 0 {
+		t.Logf("%s: %d calls timed out with no fallback (a lease release; the lease expires by itself)", c.id(), s.timeouts)
 	}
 }
 
