@@ -268,8 +268,8 @@ func (r *report) throughputSVG() string {
 		{"ulule", "ulule/limiter (fixed window)", "#9467bd"},
 	}
 	const (
-		w, h                   = 760, 440
-		left, right, top, bott = 70, 230, 40, 50
+		w, h                   = 820, 440
+		left, right, top, bott = 70, 290, 40, 50
 	)
 	pw, ph := float64(w-left-right), float64(h-top-bott)
 	maxY := 0.0
