@@ -101,7 +101,9 @@ func sharedEnv(b *testing.B) *env {
 func testEnv(t *testing.T) *env {
 	t.Helper()
 	srv := server.Start(t)
-	e, err := newEnv(srv)
+	// Tests compare decisions: a timeout no loaded machine reaches keeps
+	// the failure policy out of them. Benchmarks keep the defaults.
+	e, err := newEnv(srv, sluice.WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func testEnv(t *testing.T) *env {
 	return e
 }
 
-func newEnv(srv *server.Server) (*env, error) {
+func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 	e := &env{srv: srv}
 	var err error
 	if e.rueidis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true}); err != nil {
@@ -118,10 +120,10 @@ func newEnv(srv *server.Server) (*env, error) {
 	if e.rueidisD, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}); err != nil {
 		return nil, err
 	}
-	if e.sluice, err = sluice.New(e.rueidis); err != nil {
+	if e.sluice, err = sluice.New(e.rueidis, opts...); err != nil {
 		return nil, err
 	}
-	if e.sluiceD, err = sluice.New(e.rueidisD); err != nil {
+	if e.sluiceD, err = sluice.New(e.rueidisD, opts...); err != nil {
 		return nil, err
 	}
 	if e.sluiceNC, err = sluice.New(e.rueidis, sluice.WithDenialCache(0)); err != nil {

@@ -174,7 +174,7 @@ func TestHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	l, err := sluice.New(client, sluice.WithLogger(quietLog))
+	l, err := sluice.New(client, sluice.WithLogger(quietLog), sluice.WithTimeout(time.Minute)) // a loaded machine must not make it degrade
 	if err != nil {
 		t.Fatal(err)
 	}
