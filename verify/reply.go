@@ -119,7 +119,7 @@ func (r Reply) write(b *strings.Builder) {
 }
 
 // Equal reports whether r and o are the same reply, error texts compared
-// after NormalizeError.
+// after normalizeError.
 func (r Reply) Equal(o Reply) bool {
 	if r.Kind != o.Kind {
 		return false
@@ -130,7 +130,7 @@ func (r Reply) Equal(o Reply) bool {
 	case KindBulk, KindStatus:
 		return r.Str == o.Str
 	case KindError:
-		return NormalizeError(r.Str) == NormalizeError(o.Str)
+		return normalizeError(r.Str) == normalizeError(o.Str)
 	case KindArray:
 		if len(r.Elems) != len(o.Elems) {
 			return false
@@ -152,7 +152,7 @@ func (r Reply) Match(got Reply) bool {
 	case KindAny:
 		return true
 	case KindError:
-		return got.Kind == KindError && strings.HasPrefix(NormalizeError(got.Str), NormalizeError(r.Str))
+		return got.Kind == KindError && strings.HasPrefix(normalizeError(got.Str), normalizeError(r.Str))
 	case KindArray:
 		if got.Kind != KindArray || len(r.Elems) != len(got.Elems) {
 			return false
@@ -169,10 +169,10 @@ func (r Reply) Match(got Reply) bool {
 
 var scriptSuffix = regexp.MustCompile(`\s*script: [0-9a-f]{40}, on @user_script:\d+\.$`)
 
-// NormalizeError strips what differs between runs of one script error on
+// normalizeError strips what differs between runs of one script error on
 // different servers: the "script: SHA, on @user_script:LINE." suffix Redis 7
 // appends to errors raised by scripts, and surrounding space.
-func NormalizeError(s string) string {
+func normalizeError(s string) string {
 	return strings.TrimSpace(scriptSuffix.ReplaceAllString(s, ""))
 }
 

@@ -55,15 +55,15 @@ func TestReplyMatch(t *testing.T) {
 func TestNormalizeError(t *testing.T) {
 	in := "ERR user_script:3: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:3."
 	if got := verify.NormalizeError(in); got != "ERR user_script:3: boom" {
-		t.Errorf("NormalizeError = %q", got)
+		t.Errorf("normalizeError = %q", got)
 	}
-	// SameReply compares Lua runtime errors by code and location only,
+	// sameReply compares Lua runtime errors by code and location only,
 	// since Lua implementations word them differently.
 	a := verify.Err("ERR user_script:3: attempt to perform arithmetic on local 'x' (a nil value) script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:3.")
 	b := verify.Err("ERR user_script:3: attempt to perform arithmetic on a nil value")
 	c := verify.Err("ERR user_script:4: attempt to perform arithmetic on a nil value")
 	if !verify.SameReply(a, b) || verify.SameReply(b, c) {
-		t.Errorf("SameReply: same location %v (want true), other line %v (want false)", verify.SameReply(a, b), verify.SameReply(b, c))
+		t.Errorf("sameReply: same location %v (want true), other line %v (want false)", verify.SameReply(a, b), verify.SameReply(b, c))
 	}
 }
 

@@ -137,7 +137,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 	diverged := make([]bool, len(envs))
 	for _, st := range steps {
 		at := StartTime.Add(st.At)
-		keys, args := Expand(st.Keys, at), Expand(st.Args, at)
+		keys, args := expand(st.Keys, at), expand(st.Args, at)
 		fail := func(env, what, want, got string) {
 			rep.Failures = append(rep.Failures, Failure{Step: st, Env: env, What: what, Want: want, Got: got, Keys: keys, Args: args, At: at})
 		}
@@ -203,7 +203,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				}
 			}
 			for _, ex := range st.Expects {
-				r, err := e.Do(ctx, Expand(ex.Args, at)...)
+				r, err := e.Do(ctx, expand(ex.Args, at)...)
 				if err != nil {
 					return nil, err
 				}
@@ -230,7 +230,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				continue
 			}
 			pair := envs[ref].Name() + " vs " + envs[i].Name()
-			if !SameReply(replies[ref], replies[i]) {
+			if !sameReply(replies[ref], replies[i]) {
 				fail(pair, "reply", replies[ref].String(), replies[i].String())
 			}
 			tol := time.Duration(0)
@@ -249,7 +249,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 // execStep runs the step's commands on env and calls the script.
 func execStep(ctx context.Context, env Env, script string, st *Step, at time.Time, keys, args []string) (Reply, error) {
 	for _, c := range st.Do {
-		r, err := env.Do(ctx, Expand(c.Args, at)...)
+		r, err := env.Do(ctx, expand(c.Args, at)...)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -332,17 +332,17 @@ func ttlMatches(want, got int64, tol time.Duration) bool {
 
 var luaErrLocation = regexp.MustCompile(`^(.*?user_script:\d+:)`)
 
-// SameReply reports whether two environments' replies agree. Error texts
-// are compared after NormalizeError; for Lua runtime errors, whose wording
+// sameReply reports whether two environments' replies agree. Error texts
+// are compared after normalizeError; for Lua runtime errors, whose wording
 // differs between Lua implementations, only the error code and the
 // location (user_script:LINE:) are compared.
-func SameReply(a, b Reply) bool {
+func sameReply(a, b Reply) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
 	switch a.Kind {
 	case KindError:
-		x, y := NormalizeError(a.Str), NormalizeError(b.Str)
+		x, y := normalizeError(a.Str), normalizeError(b.Str)
 		if x == y {
 			return true
 		}
@@ -353,7 +353,7 @@ func SameReply(a, b Reply) bool {
 			return false
 		}
 		for i := range a.Elems {
-			if !SameReply(a.Elems[i], b.Elems[i]) {
+			if !sameReply(a.Elems[i], b.Elems[i]) {
 				return false
 			}
 		}

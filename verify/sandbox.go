@@ -653,15 +653,15 @@ func formatG(f float64, prec int) string {
 	return strconv.FormatFloat(f, 'g', prec, 64)
 }
 
-// FormatNumber formats a Lua number the way Redis 7 does when a script
+// formatNumber formats a Lua number the way Redis 7 does when a script
 // passes it to redis.call: %.17g, so integers have no decimal point and
 // 0.1 becomes 0.10000000000000001.
-func FormatNumber(f float64) string { return formatG(f, 17) }
+func formatNumber(f float64) string { return formatG(f, 17) }
 
-// ToInteger converts a Lua number the way Redis does when a script returns
+// toInteger converts a Lua number the way Redis does when a script returns
 // it: truncated toward zero, with NaN and out-of-range values becoming the
 // smallest int64.
-func ToInteger(f float64) int64 {
+func toInteger(f float64) int64 {
 	if math.IsNaN(f) || f >= 9.223372036854775807e18 || f < -9.223372036854775808e18 {
 		return math.MinInt64
 	}
@@ -805,7 +805,7 @@ func (rs *runState) call(L *lua.LState, protected bool) int {
 		case lua.LString:
 			args[i-1] = string(v)
 		case lua.LNumber:
-			args[i-1] = FormatNumber(float64(v))
+			args[i-1] = formatNumber(float64(v))
 		default:
 			return fail("ERR Lua redis lib command arguments must be strings or integers")
 		}
@@ -869,7 +869,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 	switch v := v.(type) {
 	case lua.LNumber:
 		f := float64(v)
-		n := ToInteger(f)
+		n := toInteger(f)
 		if float64(n) != f || math.IsNaN(f) || math.IsInf(f, 0) {
 			rs.run.Floats = append(rs.run.Floats, FloatReply{Path: append([]int(nil), path...), Value: f, Sent: n, Line: rs.run.ReturnLine})
 		}

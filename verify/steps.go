@@ -273,9 +273,9 @@ func splitWords(s string) ([]string, error) {
 	}
 }
 
-// Expand replaces $now, $now_ms and $now_s in each word with the time t in
+// expand replaces $now, $now_ms and $now_s in each word with the time t in
 // µs, ms and s since the Unix epoch.
-func Expand(words []string, t time.Time) []string {
+func expand(words []string, t time.Time) []string {
 	if words == nil {
 		return nil
 	}

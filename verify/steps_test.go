@@ -58,7 +58,7 @@ args 1
 		t.Errorf("third: reply %v args %q at %v", third.Reply, third.Args, third.At)
 	}
 	at := verify.StartTime.Add(first.At)
-	if got := verify.Expand([]string{"$now", "$now_ms", "$now_s", "t$now"}, at); strings.Join(got, " ") != "1704067201500000 1704067201500 1704067201 t1704067201500000" {
+	if got := verify.ExpandPlaceholders([]string{"$now", "$now_ms", "$now_s", "t$now"}, at); strings.Join(got, " ") != "1704067201500000 1704067201500 1704067201 t1704067201500000" {
 		t.Errorf("Expand = %q", got)
 	}
 }

@@ -266,6 +266,8 @@ type vetFile struct {
 	static    map[string]bool // check:line of static findings
 	ignore    map[int]map[string]bool
 	ignoreAll map[string]bool
+	ttlCmd    string // the first command the script gives a TTL with ("PEXPIRE", "SET ... PX"), or ""
+	ttlLine   int    // and its line
 }
 
 func (f *vetFile) add(check string, line, col int, format string, args ...any) {
@@ -401,7 +403,7 @@ func (f *vetFile) result() []Finding {
 }
 
 // runtime runs the script in a sandbox and applies the run-time checks to
-// every run.
+// every run: the steps of the step file, else made-up runs (see explore).
 func (f *vetFile) runtime(steps *StepFile, chunk []ast.Stmt) {
 	sb, err := NewSandbox()
 	if err != nil {
@@ -412,67 +414,28 @@ func (f *vetFile) runtime(steps *StepFile, chunk []ast.Stmt) {
 	sb.Timeout = 5 * time.Second
 	ctx := context.Background()
 	script := string(f.src)
-	if steps != nil {
-		for _, st := range steps.Steps {
-			at := StartTime.Add(st.At)
-			keys, args := Expand(st.Keys, at), Expand(st.Args, at)
-			if slots := distinctSlots(keys); len(slots) > 1 {
-				f.addAt(steps.Path, CheckCrossSlot, st.Line, 1, "step %q passes KEYS in different cluster slots (%s): give them one {hash tag}", st.Name, slots)
-			}
-			_ = sb.SetTime(ctx, at)
-			for _, c := range st.Do {
-				_, _ = sb.Do(ctx, Expand(c.Args, at)...)
-			}
-			run, err := sb.Run(ctx, script, keys, args)
-			if err != nil {
-				f.addAt(steps.Path, CheckSyntax, st.Line, 1, "step %q: the script did not finish within %v in the sandbox (an endless loop?)", st.Name, sb.Timeout)
-				return
-			}
-			f.checkRun(run)
-		}
+	if steps == nil {
+		f.explore(ctx, sb, script, chunk)
 		return
 	}
-	keys, args := f.madeUpInputs(chunk)
-	for _, at := range []time.Duration{0, 0, time.Second} {
-		_ = sb.SetTime(ctx, StartTime.Add(at))
+	for _, st := range steps.Steps {
+		at := StartTime.Add(st.At)
+		keys, args := expand(st.Keys, at), expand(st.Args, at)
+		if slots := distinctSlots(keys); len(slots) > 1 {
+			f.addAt(steps.Path, CheckCrossSlot, st.Line, 1, "step %q passes KEYS in different cluster slots (%s): give them one {hash tag}", st.Name, slots)
+		}
+		_ = sb.SetTime(ctx, at)
+		for _, c := range st.Do {
+			_, _ = sb.Do(ctx, expand(c.Args, at)...)
+		}
+		before := sb.expiries()
 		run, err := sb.Run(ctx, script, keys, args)
 		if err != nil {
-			f.add(CheckSyntax, 0, 0, "the script did not finish within %v in the sandbox (an endless loop?)", sb.Timeout)
+			f.addAt(steps.Path, CheckSyntax, st.Line, 1, "step %q: the script did not finish within %v in the sandbox (an endless loop?)", st.Name, sb.Timeout)
 			return
 		}
-		f.checkRun(run)
+		f.checkRun(run, before, sb.expiries())
 	}
-}
-
-// madeUpInputs returns KEYS and ARGV for runs without a step file.
-func (f *vetFile) madeUpInputs(chunk []ast.Stmt) (keys, args []string) {
-	if s := f.script; s != nil {
-		for _, k := range s.Keys {
-			keys = append(keys, "{vet}:"+k.Name)
-		}
-		for _, a := range s.Args {
-			switch {
-			case a.Optional:
-				args = append(args, "")
-			case a.Type == gen.Bool:
-				args = append(args, "1")
-			case a.Type == gen.String:
-				args = append(args, "x")
-			default:
-				args = append(args, "10")
-			}
-		}
-		return keys, args
-	}
-	l := newLinter(&vetFile{})
-	l.block(chunk)
-	for i := 1; i <= maxIndex(l.keys.lines); i++ {
-		keys = append(keys, "{vet}:k"+strconv.Itoa(i))
-	}
-	for i := 1; i <= maxIndex(l.args.lines); i++ {
-		args = append(args, "10")
-	}
-	return keys, args
 }
 
 func maxIndex(m map[int]int) int {
@@ -499,28 +462,33 @@ func distinctSlots(keys []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// checkRun applies the run-time checks to one run.
-func (f *vetFile) checkRun(run *Run) {
+// checkRun applies the run-time checks to one run. before and after are
+// the keys with their TTLs (0: none) before and after the run: a key the
+// run writes must have a TTL when the run ends, whether this run gave it
+// one or an earlier run did.
+func (f *vetFile) checkRun(run *Run, before, after map[string]time.Duration) {
 	inKeys := map[string]bool{}
 	for _, k := range run.Keys {
 		inKeys[k] = true
 	}
+	// For each key written since the last command that gave it a TTL: the
+	// first such write, and the last command that cleared its TTL.
 	type pending struct {
-		line int
-		cmd  string
+		first, clear *Call
 	}
-	needTTL := map[string]pending{}
+	needTTL := map[string]*pending{}
 	var order []string
-	for _, c := range run.Calls {
+	for i := range run.Calls {
+		c := &run.Calls[i]
 		name := c.Name()
 		col := f.col(c.Line, "redis.")
 		if why, bad := forbidden[name]; bad {
 			f.add(CheckForbiddenCommand, c.Line, col, "%s %s", name, why)
 		}
-		if f.script != nil && f.script.ReadOnly && IsWriteCommand(name) {
+		if f.script != nil && f.script.ReadOnly && isWriteCommand(name) {
 			f.add(CheckReadonlyWrite, c.Line, col, "the script is @readonly but sends %s, a write command (EVALSHA_RO refuses it)", name)
 		}
-		keys := CommandKeys(c.Args)
+		keys := commandKeys(c.Args)
 		for _, k := range keys {
 			if !inKeys[k] {
 				f.add(CheckUndeclaredKey, c.Line, col, "%s touches key %q, which is not one of KEYS: pass every key in KEYS (Redis Cluster routes a script by its KEYS)", name, k)
@@ -544,9 +512,14 @@ func (f *vetFile) checkRun(run *Run) {
 			targets = keys
 		}
 		for _, k := range targets {
-			if _, ok := needTTL[k]; !ok {
+			p, ok := needTTL[k]
+			if !ok {
+				p = &pending{first: c}
+				needTTL[k] = p
 				order = append(order, k)
-				needTTL[k] = pending{line: c.Line, cmd: name}
+			}
+			if effect == ttlClear {
+				p.clear = c
 			}
 		}
 	}
@@ -556,7 +529,16 @@ func (f *vetFile) checkRun(run *Run) {
 			continue
 		}
 		delete(needTTL, k)
-		f.add(CheckNoTTL, p.line, f.col(p.line, "redis."), "%s writes key %q and nothing gives it a TTL in the same run: it would stay forever (add PEXPIRE)", p.cmd, k)
+		if ttl, exists := after[k]; !exists || ttl > 0 {
+			continue // gone, or it has a TTL (given now or by an earlier run)
+		}
+		if had, ok := before[k]; ok && had > 0 && p.clear != nil {
+			c := p.clear
+			f.add(CheckNoTTL, c.Line, f.col(c.Line, "redis."), "%s clears the TTL of key %q and nothing gives it a new one: it would stay forever (%s)", c.Name(), k, clearHint(c.Name()))
+			continue
+		}
+		c := p.first
+		f.add(CheckNoTTL, c.Line, f.col(c.Line, "redis."), "%s writes key %q and leaves it without a TTL: it would stay forever (%s)", c.Name(), k, f.ttlHint(c.Name()))
 	}
 	for _, g := range run.Globals {
 		if g.Write {
@@ -569,6 +551,36 @@ func (f *vetFile) checkRun(run *Run) {
 		f.add(CheckFloatReply, x.Line, f.col(x.Line, "return"), "%s is %s, not an integer: Redis replies %d (keep arithmetic in integers; math.floor, or return a string)", f.elementName(x.Path), formatG(x.Value, -1), x.Sent)
 	}
 	f.checkReplyTypes(run)
+}
+
+// ttlHint suggests how to give a key written by cmd a TTL, naming the
+// command the script already uses for TTLs when it has one.
+func (f *vetFile) ttlHint(cmd string) string {
+	if f.ttlCmd != "" {
+		return fmt.Sprintf("give it one with %s, as line %d does", f.ttlCmd, f.ttlLine)
+	}
+	switch cmd {
+	case "SET":
+		return "add PX or EX to the SET, or PEXPIRE after it"
+	case "SETNX":
+		return "use SET with NX and PX instead"
+	}
+	return "give it one with PEXPIRE or EXPIRE after the write"
+}
+
+// clearHint tells how to keep a key's TTL through cmd, which clears it.
+func clearHint(cmd string) string {
+	switch cmd {
+	case "SET":
+		return "add KEEPTTL to keep the TTL, or PX or EX to give a new one"
+	case "GETSET":
+		return "use SET with GET and KEEPTTL instead"
+	case "PERSIST":
+		return "drop the PERSIST, or give the key a TTL after it"
+	case "GETEX":
+		return "drop PERSIST from the GETEX"
+	}
+	return "give it a TTL again after the write"
 }
 
 // elementName describes the reply element at path.

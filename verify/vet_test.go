@@ -182,7 +182,7 @@ func TestVetPlainScript(t *testing.T) {
 total = n + tonumber(ARGV[2])
 return {n, n / 2}`
 	got := findingLines(verify.VetSource("plain.lua", []byte(src), nil))
-	want := `plain.lua:1:11: INCR writes key "{vet}:k1" and nothing gives it a TTL in the same run: it would stay forever (add PEXPIRE) (no-ttl)
+	want := `plain.lua:1:11: INCR writes key "{vet}:k1" and leaves it without a TTL: it would stay forever (give it one with PEXPIRE or EXPIRE after the write) (no-ttl)
 plain.lua:2:1: assignment to global total: Redis scripts cannot create or change globals (declare it local) (global-write)
 `
 	if got != want {
