@@ -250,3 +250,73 @@ func TestRunT(t *testing.T) {
 		t.Errorf("key still there when its TTL is up")
 	}
 }
+
+// TestRealServerRepliesHoldTTLs: a script that replies with a TTL it reads
+// gets, on a real server, the TTL the virtual clock gives (the harness sets
+// every key's TTL from the reference in the same transaction as the call),
+// and a tolerance in the step file absorbs the real server's milliseconds.
+func TestRealServerRepliesHoldTTLs(t *testing.T) {
+	sf, err := verify.ParseStepFile("ttl.steps.txtar", []byte(`
+-- set --
+keys {t}:k
+args 20000
+reply [1, 20000±50]
+ttl {t}:k 20000
+
+-- five seconds later --
+at 5s
+args 0
+reply [0, 14950..15000]
+
+-- a key one millisecond from its expiry still exists --
+at 19999ms
+reply [0, 1..10]
+
+-- gone --
+at 20s
+reply [0, -2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `if tonumber(ARGV[1]) > 0 then redis.call('SET', KEYS[1], 1, 'PX', ARGV[1]) return {1, redis.call('PTTL', KEYS[1])} end
+return {0, redis.call('PTTL', KEYS[1])}`
+	rep, err := verify.RunSteps(context.Background(), script, sf.Steps, verify.EnvsT(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Error(f)
+	}
+	if rep.Steps != 4 || len(rep.Notes) != 0 {
+		t.Errorf("%d steps, notes %v", rep.Steps, rep.Notes)
+	}
+}
+
+// TestDifferentialJSONDocuments: cjson orders object members as the Lua
+// table iterates them, which differs between gopher-lua and Redis; stored
+// and returned JSON documents are compared as JSON, and a json: pattern
+// matches either order.
+func TestDifferentialJSONDocuments(t *testing.T) {
+	sf, err := verify.ParseStepFile("doc.steps.txtar", []byte(`
+-- write --
+keys {d}:doc
+args ada 36
+reply json:`+"`"+`{"name":"ada","age":36,"tags":["x"],"zip":"1000","city":"paris"}`+"`"+`
+expect GET {d}:doc => json:`+"`"+`{"zip":"1000","city":"paris","tags":["x"],"name":"ada","age":36}`+"`"+`
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `local doc = {name = ARGV[1], age = tonumber(ARGV[2]), tags = {'x'}, zip = '1000', city = 'paris'}
+local s = cjson.encode(doc)
+redis.call('SET', KEYS[1], s, 'PX', 60000)
+return s`
+	rep, err := verify.RunSteps(context.Background(), script, sf.Steps, verify.EnvsT(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures {
+		t.Error(f)
+	}
+}

@@ -327,6 +327,60 @@ func (e *RedisEnv) shiftTTL(ctx context.Context, key string, ms int64) error {
 	return err
 }
 
+// syncedStep runs one step in a MULTI/EXEC transaction: the commands that
+// make every key expire as on the reference (ttls), then the step's do
+// commands, then the script (see minSyncTTL).
+func (e *RedisEnv) syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string) (Reply, error) {
+	present, err := e.keys(ctx)
+	if err != nil {
+		return Reply{}, err
+	}
+	cmds := syncCommands(present, ttls)
+	nSync := len(cmds)
+	for _, c := range st.Do {
+		cmds = append(cmds, expand(c.Args, at))
+	}
+	cmds = append(cmds, evalArgs(script, keys, args))
+	replies, err := e.transaction(ctx, cmds)
+	if err != nil {
+		return Reply{}, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
+	}
+	for i, c := range st.Do {
+		if r := replies[nSync+i]; r.Kind == KindError {
+			return Reply{}, fmt.Errorf("verify: step %q: do %s on %s: %s", st.Name, strings.Join(c.Args, " "), e.Name(), r.Str)
+		}
+	}
+	return replies[len(replies)-1], nil
+}
+
+// transaction sends cmds in one MULTI/EXEC and returns their replies.
+func (e *RedisEnv) transaction(ctx context.Context, cmds [][]string) ([]Reply, error) {
+	if err := e.ok(ctx, "MULTI"); err != nil {
+		return nil, err
+	}
+	var queueErr error
+	for _, c := range cmds {
+		r, err := e.conn.do(ctx, c...)
+		if err != nil {
+			return nil, err
+		}
+		if r.Kind == KindError && queueErr == nil {
+			queueErr = fmt.Errorf("%s refused: %s", c[0], r.Str)
+		}
+	}
+	r, err := e.conn.do(ctx, "EXEC")
+	if err != nil {
+		return nil, err
+	}
+	if queueErr != nil {
+		return nil, queueErr
+	}
+	if r.Kind != KindArray || len(r.Elems) != len(cmds) {
+		return nil, fmt.Errorf("EXEC replied %s", r)
+	}
+	return r.Elems, nil
+}
+
 // setVirtualTime moves the virtual clock without touching TTLs.
 func (e *RedisEnv) setVirtualTime(t time.Time) {
 	e.mu.Lock()
@@ -368,20 +422,21 @@ func (e *RedisEnv) Close() error {
 	return err
 }
 
-// KeyState is one key as Snapshot saw it.
-type KeyState struct {
+// keyState is one key as snapshot saw it.
+type keyState struct {
 	Key   string
 	Type  string // string, hash, list, set, zset, ...
-	Value string // canonical text of the content (see Snapshot)
+	Value string // canonical text of the content (see snapshot)
+	raw   string // a string's value
 	PTTL  int64  // ms; -1 without TTL
 }
 
-// Snapshot reads every key of env with its type, content and TTL, sorted by
+// snapshot reads every key of env with its type, content and TTL, sorted by
 // key. Contents are canonical text: a string's value, a hash's fields
 // sorted, a set's members sorted, a sorted set's members in order with
-// scores as shortest decimal numbers, a list's items in order. It is
-// meant for the small keyspaces of tests.
-func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
+// scores as shortest decimal numbers, a list's items and a stream's entries
+// in order. It is meant for the small keyspaces of tests.
+func snapshot(ctx context.Context, env Env) ([]keyState, error) {
 	r, err := env.Do(ctx, "KEYS", "*")
 	if err != nil {
 		return nil, err
@@ -394,9 +449,9 @@ func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
 		keys = append(keys, k.Str)
 	}
 	sort.Strings(keys)
-	out := make([]KeyState, 0, len(keys))
+	out := make([]keyState, 0, len(keys))
 	for _, k := range keys {
-		ks, ok, err := keyState(ctx, env, k)
+		ks, ok, err := readKey(ctx, env, k)
 		if err != nil {
 			return nil, err
 		}
@@ -407,8 +462,8 @@ func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
 	return out, nil
 }
 
-func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) {
-	ks := KeyState{Key: key}
+func readKey(ctx context.Context, env Env, key string) (keyState, bool, error) {
+	ks := keyState{Key: key}
 	t, err := env.Do(ctx, "TYPE", key)
 	if err != nil {
 		return ks, false, err
@@ -428,6 +483,8 @@ func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) 
 		cmd = []string{"SMEMBERS", key}
 	case "zset":
 		cmd = []string{"ZRANGE", key, "0", "-1", "WITHSCORES"}
+	case "stream":
+		cmd = []string{"XRANGE", key, "-", "+"}
 	default:
 		ks.Value = "(" + ks.Type + ")"
 	}
@@ -437,6 +494,9 @@ func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) 
 			return ks, false, err
 		}
 		ks.Value = canonicalValue(ks.Type, v)
+		if ks.Type == "string" {
+			ks.raw = v.Str
+		}
 	}
 	p, err := env.Do(ctx, "PTTL", key)
 	if err != nil {
@@ -460,6 +520,12 @@ func canonicalValue(typ string, v Reply) string {
 			items = append(items, strconv.Quote(v.Elems[i].Str)+": "+strconv.Quote(v.Elems[i+1].Str))
 		}
 		sort.Strings(items)
+	case "stream":
+		for _, e := range v.Elems {
+			if len(e.Elems) == 2 {
+				items = append(items, strconv.Quote(e.Elems[0].Str)+": "+canonicalValue("list", e.Elems[1]))
+			}
+		}
 	case "zset":
 		for i := 0; i+1 < len(v.Elems); i += 2 {
 			score := v.Elems[i+1].Str

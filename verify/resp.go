@@ -113,7 +113,7 @@ func readReply(r *bufio.Reader, depth int) (Reply, error) {
 			return Reply{}, errProtocol
 		}
 		if n < 0 {
-			return Nil, nil
+			return Nil(), nil
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
@@ -126,7 +126,7 @@ func readReply(r *bufio.Reader, depth int) (Reply, error) {
 			return Reply{}, errProtocol
 		}
 		if n < 0 {
-			return Nil, nil
+			return Nil(), nil
 		}
 		elems := make([]Reply, n)
 		for i := range elems {

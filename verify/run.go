@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -164,19 +165,25 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 		}
 		replies := make([]Reply, len(envs))
 		for i, e := range envs {
-			if !e.VirtualClock() && !diverged[i] {
-				if err := syncExpiry(ctx, expiries, e); err != nil {
-					return nil, err
+			var r Reply
+			var err error
+			if a, ok := e.(syncedStepper); ok && !e.VirtualClock() && !diverged[i] {
+				r, err = a.syncedStep(ctx, expiries, st, at, script, keys, args)
+			} else {
+				if !e.VirtualClock() && !diverged[i] {
+					if err := syncExpiry(ctx, expiries, e); err != nil {
+						return nil, err
+					}
 				}
+				r, err = execStep(ctx, e, script, st, at, keys, args)
 			}
-			r, err := execStep(ctx, e, script, st, at, keys, args)
 			if err != nil {
 				return nil, err
 			}
 			replies[i] = r
 		}
 		readsTime := probe != nil && calledTime(probe.LastRun())
-		states := make([][]KeyState, len(envs))
+		states := make([][]keyState, len(envs))
 		for i, e := range envs {
 			if diverged[i] {
 				continue
@@ -186,10 +193,6 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				rep.Notes = append(rep.Notes, fmt.Sprintf("step %q reads TIME, which %s cannot set: not checked there from this step on (pass the time as an argument, e.g. $now)", st.Name, e.Name()))
 				continue
 			}
-			tol := time.Duration(0)
-			if !e.VirtualClock() {
-				tol = TTLTolerance
-			}
 			if st.Reply != nil && !st.Reply.Match(replies[i]) {
 				fail(e.Name(), "reply", st.Reply.String(), replies[i].String())
 			}
@@ -198,8 +201,12 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				if err != nil {
 					return nil, err
 				}
+				tol := time.Duration(tc.Tolerance) * time.Millisecond
+				if !e.VirtualClock() {
+					tol = max(tol, TTLTolerance)
+				}
 				if r.Kind != KindInt || !ttlMatches(tc.PTTL, r.Int, tol) {
-					fail(e.Name(), "ttl "+tc.Key, strconv.FormatInt(tc.PTTL, 10), r.String())
+					fail(e.Name(), "ttl "+tc.Key, tc.String(), r.String())
 				}
 			}
 			for _, ex := range st.Expects {
@@ -212,7 +219,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				}
 			}
 			if len(envs) > 1 {
-				s, err := Snapshot(ctx, e)
+				s, err := snapshot(ctx, e)
 				if err != nil {
 					return nil, err
 				}
@@ -230,7 +237,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				continue
 			}
 			pair := envs[ref].Name() + " vs " + envs[i].Name()
-			if !sameReply(replies[ref], replies[i]) {
+			if !agree(st.Reply, replies[ref], replies[i]) {
 				fail(pair, "reply", replies[ref].String(), replies[i].String())
 			}
 			tol := time.Duration(0)
@@ -264,42 +271,68 @@ func execStep(ctx context.Context, env Env, script string, st *Step, at time.Tim
 	return r, nil
 }
 
-// syncExpiry makes the expiry of every key on a real server follow the
-// reference sandbox's keys and TTLs (ttls) at the step's instant, before
-// the step runs: keys the reference has let expire are deleted, the others
-// get the reference's remaining TTL rounded up to a whole millisecond, plus
-// syncCushion. A real server counts TTLs in milliseconds of its own clock,
-// which keeps running while the virtual clock stands still; without this, a
-// step a few microseconds before an expiry, or two steps at the same
-// instant, would depend on the server's timing.
+// A real server counts TTLs in milliseconds of its own clock, which keeps
+// running while the virtual clock stands still. Before each step, the
+// expiry of every key there is set from the reference sandbox's keys and
+// TTLs at the step's instant: keys the reference has let expire are
+// deleted, the others get the reference's remaining TTL rounded up to a
+// whole millisecond, and at least minSyncTTL, so that a key a few
+// microseconds from its expiry cannot expire before the script reads it.
+// A RedisEnv does this, the step's commands and the script in one
+// MULTI/EXEC transaction (syncedStep): nothing runs in between, and a
+// script that reads a TTL gets the reference's.
+const minSyncTTL = 10 * time.Millisecond
+
+// syncedStepper is an env without a virtual clock that runs a step with
+// its expiry synchronisation atomically.
+type syncedStepper interface {
+	syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string) (Reply, error)
+}
+
 // virtualSetter is an env whose clock RunSteps moves without its own TTL
-// emulation, because syncExpiry keeps its TTLs instead.
+// emulation, because the synchronisation before each step sets its TTLs.
 type virtualSetter interface {
 	setVirtualTime(t time.Time)
 }
 
-// syncCushion is how much longer than on the reference a key may live on a
-// real server between steps; TTLTolerance covers it in comparisons.
-const syncCushion = 20 * time.Millisecond
+// syncCommands are the commands that make the keys of a server (present)
+// expire as the reference's (ttls).
+func syncCommands(present []string, ttls map[string]time.Duration) [][]string {
+	var cmds [][]string
+	for _, k := range present {
+		if _, ok := ttls[k]; !ok {
+			cmds = append(cmds, []string{"DEL", k})
+		}
+	}
+	keys := make([]string, 0, len(ttls))
+	for k := range ttls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d := ttls[k]
+		if d == 0 {
+			cmds = append(cmds, []string{"PERSIST", k})
+			continue
+		}
+		ms := (max(d, minSyncTTL) + time.Millisecond - 1) / time.Millisecond
+		cmds = append(cmds, []string{"PEXPIRE", k, strconv.FormatInt(int64(ms), 10)})
+	}
+	return cmds
+}
 
+// syncExpiry sets the expiry of every key of env from ttls, one command at
+// a time, for envs that cannot do it in a transaction.
 func syncExpiry(ctx context.Context, ttls map[string]time.Duration, env Env) error {
 	r, err := env.Do(ctx, "KEYS", "*")
 	if err != nil {
 		return err
 	}
+	var present []string
 	for _, k := range r.Elems {
-		if _, ok := ttls[k.Str]; !ok {
-			if _, err := env.Do(ctx, "DEL", k.Str); err != nil {
-				return err
-			}
-		}
+		present = append(present, k.Str)
 	}
-	for k, d := range ttls {
-		cmd := []string{"PERSIST", k}
-		if d > 0 {
-			ms := (d + syncCushion + time.Millisecond - 1) / time.Millisecond
-			cmd = []string{"PEXPIRE", k, strconv.FormatInt(int64(ms), 10)}
-		}
+	for _, cmd := range syncCommands(present, ttls) {
 		if _, err := env.Do(ctx, cmd...); err != nil {
 			return err
 		}
@@ -319,10 +352,10 @@ func calledTime(run *Run) bool {
 	return false
 }
 
-// ttlMatches compares an expected PTTL with the one read. On a real
-// server (tol > 0) TTLs run in real time and follow the virtual clock by
-// whole milliseconds, with a cushion (see syncExpiry): the one read may be
-// up to tol away.
+// ttlMatches compares an expected PTTL with the one read, which may be up
+// to tol away: the step's own tolerance, and on a real server, whose TTLs
+// run in real time and follow the virtual clock by whole milliseconds, at
+// least TTLTolerance.
 func ttlMatches(want, got int64, tol time.Duration) bool {
 	if want < 0 || got < 0 {
 		return want == got
@@ -335,7 +368,10 @@ var luaErrLocation = regexp.MustCompile(`^(.*?user_script:\d+:)`)
 // sameReply reports whether two environments' replies agree. Error texts
 // are compared after normalizeError; for Lua runtime errors, whose wording
 // differs between Lua implementations, only the error code and the
-// location (user_script:LINE:) are compared.
+// location (user_script:LINE:) are compared. Bulk strings holding JSON
+// objects or arrays agree when they hold the same JSON value: cjson orders
+// object members as the Lua table iterates them, which differs between
+// gopher-lua and Redis.
 func sameReply(a, b Reply) bool {
 	if a.Kind != b.Kind {
 		return false
@@ -358,18 +394,45 @@ func sameReply(a, b Reply) bool {
 			}
 		}
 		return true
+	case KindBulk:
+		return a.Str == b.Str || jsonDocument(a.Str) && jsonDocument(b.Str) && sameJSON(a.Str, b.Str)
 	}
 	return a.Equal(b)
 }
 
+// agree reports whether two environments' replies to a step agree. Where
+// the step's pattern (nil when it has none) allows a range of integers,
+// each reply matched it on its own and they may differ; elsewhere they
+// must be the same (see sameReply).
+func agree(pattern *Reply, a, b Reply) bool {
+	if pattern == nil {
+		return sameReply(a, b)
+	}
+	switch pattern.Kind {
+	case KindRange:
+		return pattern.Match(a) && pattern.Match(b)
+	case KindArray:
+		if a.Kind != KindArray || b.Kind != KindArray || len(a.Elems) != len(pattern.Elems) || len(b.Elems) != len(pattern.Elems) {
+			return sameReply(a, b)
+		}
+		for i := range pattern.Elems {
+			if !agree(&pattern.Elems[i], a.Elems[i], b.Elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return sameReply(a, b)
+}
+
 // diffStates describes the first difference between two keyspaces, or
 // returns "".
-func diffStates(a, b []KeyState, tol time.Duration) string {
-	am := map[string]KeyState{}
+func diffStates(a, b []keyState, tol time.Duration) string {
+	am := map[string]keyState{}
 	for _, k := range a {
 		am[k.Key] = k
 	}
-	bm := map[string]KeyState{}
+	bm := map[string]keyState{}
 	for _, k := range b {
 		bm[k.Key] = k
 	}
@@ -381,7 +444,7 @@ func diffStates(a, b []KeyState, tol time.Duration) string {
 		if x.Type != y.Type {
 			return fmt.Sprintf("key %q is a %s, then a %s", x.Key, x.Type, y.Type)
 		}
-		if x.Value != y.Value {
+		if x.Value != y.Value && !(jsonDocument(x.raw) && jsonDocument(y.raw) && sameJSON(x.raw, y.raw)) {
 			return fmt.Sprintf("key %q holds %s, then %s", x.Key, x.Value, y.Value)
 		}
 		if !pttlClose(x.PTTL, y.PTTL, tol) {
@@ -407,7 +470,7 @@ func pttlClose(a, b int64, tol time.Duration) bool {
 	return d <= tol.Milliseconds()
 }
 
-func formatStates(s []KeyState) string {
+func formatStates(s []keyState) string {
 	if len(s) == 0 {
 		return "(no keys)"
 	}

@@ -880,7 +880,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 		if v {
 			return Int(1)
 		}
-		return Nil
+		return Nil()
 	case *lua.LTable:
 		if e, ok := v.RawGetString("err").(lua.LString); ok {
 			return Err(oneLineError(string(e)))
@@ -898,7 +898,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 		}
 		return Array(elems...)
 	}
-	return Nil
+	return Nil()
 }
 
 func setOf(names ...string) map[string]bool {
