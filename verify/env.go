@@ -146,9 +146,10 @@ func evalArgs(script string, keys, args []string) []string {
 //
 // A real server's TIME cannot be set. SetTime emulates the passing of time
 // for TTLs: it moves every key's TTL by the virtual time elapsed minus the
-// real time elapsed, so TTLs follow the virtual clock within a few
-// milliseconds (see TTLTolerance). Steps that read TIME are not compared on
-// a real server; pass the time as an argument instead.
+// real time elapsed, so TTLs follow the virtual clock within a millisecond
+// or two. RunSteps does better: it sets every key's TTL from a reference
+// sandbox in the same transaction as each step's call. Steps that read TIME
+// are not compared on a real server; pass the time as an argument instead.
 type RedisEnv struct {
 	addr string
 	db   int
@@ -160,10 +161,12 @@ type RedisEnv struct {
 	carry    time.Duration // shift not applied yet (under 1ms)
 }
 
-// TTLTolerance is how far below the expected value a TTL read on a real
-// server may be: the real time spent between the script setting it and the
-// read, plus the error of SetTime's emulation.
-const TTLTolerance = 50 * time.Millisecond
+// TTLTolerance is how far a TTL read on a real server after a step may be
+// from the expected one, on top of the real time elapsed since the step
+// began (which RunSteps measures): TTLs there are whole milliseconds, and
+// a key very close to its expiry is given a few milliseconds more so that
+// it cannot expire before the script runs.
+const TTLTolerance = 10 * time.Millisecond
 
 // DialRedis connects to the Redis at addr, which is host:port or a URL
 // redis://[user:password@]host:port[/db]. The database (default 0) must be
@@ -328,29 +331,112 @@ func (e *RedisEnv) shiftTTL(ctx context.Context, key string, ms int64) error {
 }
 
 // syncedStep runs one step in a MULTI/EXEC transaction: the commands that
-// make every key expire as on the reference (ttls), then the step's do
-// commands, then the script (see minSyncTTL).
-func (e *RedisEnv) syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string) (Reply, error) {
+// make every key expire as on the reference (ttls), the step's do
+// commands, the script, the reads of the step's ttl and expect lines and,
+// with keyspace, of every key; then every key's TTL is lengthened by
+// parkTTL, so that none expires before the next step sets them again (see
+// minSyncTTL).
+func (e *RedisEnv) syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string, keyspace bool) (*stepResult, error) {
 	present, err := e.keys(ctx)
 	if err != nil {
-		return Reply{}, err
+		return nil, err
 	}
 	cmds := syncCommands(present, ttls)
-	nSync := len(cmds)
+	first := len(cmds)
 	for _, c := range st.Do {
 		cmds = append(cmds, expand(c.Args, at))
 	}
+	call := len(cmds)
 	cmds = append(cmds, evalArgs(script, keys, args))
+	for _, tc := range st.TTLs {
+		cmds = append(cmds, []string{"PTTL", tc.Key})
+	}
+	for _, ex := range st.Expects {
+		cmds = append(cmds, expand(ex.Args, at))
+	}
+	if keyspace {
+		cmds = append(cmds, evalArgs(snapshotScript, nil, nil))
+	}
+	cmds = append(cmds, evalArgs(parkScript, nil, []string{strconv.FormatInt(parkTTL.Milliseconds(), 10)}))
+	began := time.Now()
 	replies, err := e.transaction(ctx, cmds)
 	if err != nil {
-		return Reply{}, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
+		return nil, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
 	}
+	r := &stepResult{exec: time.Since(began), done: true}
 	for i, c := range st.Do {
-		if r := replies[nSync+i]; r.Kind == KindError {
-			return Reply{}, fmt.Errorf("verify: step %q: do %s on %s: %s", st.Name, strings.Join(c.Args, " "), e.Name(), r.Str)
+		if rep := replies[first+i]; rep.Kind == KindError {
+			return nil, fmt.Errorf("verify: step %q: do %s on %s: %s", st.Name, strings.Join(c.Args, " "), e.Name(), rep.Str)
 		}
 	}
-	return replies[len(replies)-1], nil
+	next := call
+	take := func(n int) []Reply {
+		out := replies[next : next+n]
+		next += n
+		return out
+	}
+	r.reply = take(1)[0]
+	r.ttls = take(len(st.TTLs))
+	r.expects = take(len(st.Expects))
+	if keyspace {
+		if r.state, err = scriptedSnapshot(take(1)[0]); err != nil {
+			return nil, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
+		}
+	}
+	return r, nil
+}
+
+// parkTTL is how much longer a real server's keys live between steps.
+const parkTTL = time.Hour
+
+// parkScript lengthens the TTL of every key by ARGV[1] ms.
+const parkScript = `for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('PTTL', k)
+  if t > 0 then redis.call('PEXPIRE', k, t + tonumber(ARGV[1])) end
+end
+return 0`
+
+// snapshotScript replies with every key as {key, type, content, PTTL}, the
+// content read as snapshot reads it.
+const snapshotScript = `local out = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('TYPE', k).ok
+  local v = ''
+  if t == 'string' then v = redis.call('GET', k)
+  elseif t == 'hash' then v = redis.call('HGETALL', k)
+  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
+  elseif t == 'set' then v = redis.call('SMEMBERS', k)
+  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  elseif t == 'stream' then v = redis.call('XRANGE', k, '-', '+')
+  end
+  out[#out + 1] = {k, t, v, redis.call('PTTL', k)}
+end
+return out`
+
+// scriptedSnapshot turns the reply of snapshotScript into a sorted keyspace.
+func scriptedSnapshot(r Reply) ([]keyState, error) {
+	if r.Kind != KindArray {
+		return nil, fmt.Errorf("reading the keyspace: %s", r)
+	}
+	out := make([]keyState, 0, len(r.Elems))
+	for _, k := range r.Elems {
+		if len(k.Elems) != 4 {
+			return nil, fmt.Errorf("reading the keyspace: %s", k)
+		}
+		ks := keyState{Key: k.Elems[0].Str, Type: k.Elems[1].Str, PTTL: k.Elems[3].Int}
+		switch ks.Type {
+		case "string", "hash", "list", "set", "zset", "stream":
+			ks.Value = canonicalValue(ks.Type, k.Elems[2])
+			if ks.Type == "string" {
+				ks.raw = k.Elems[2].Str
+			}
+		default:
+			ks.Value = "(" + ks.Type + ")"
+		}
+		out = append(out, ks)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
 }
 
 // transaction sends cmds in one MULTI/EXEC and returns their replies.

@@ -97,7 +97,11 @@ func RunStepFile(ctx context.Context, path string, envs ...Env) (*Report, error)
 // step with a reference sandbox (the first Sandbox among envs, else one
 // run alongside): before each step, keys the sandbox has let expire are
 // deleted and the others get its remaining TTL, rounded up to whole
-// milliseconds. A step whose script reads TIME cannot follow the step time
+// milliseconds. On a RedisEnv this, the step's commands, the call and every
+// read the step's checks make (its ttl and expect lines, the keyspace) run
+// in one MULTI/EXEC transaction, so the server's own clock barely moves in
+// between; after it, keys are kept alive until the next step sets their
+// TTLs again. A step whose script reads TIME cannot follow the step time
 // there: its checks are skipped on that env, which is left out of
 // comparisons from then on, with a note. Which steps read TIME is learnt
 // from the sandbox run.
@@ -136,6 +140,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 		}
 	}
 	diverged := make([]bool, len(envs))
+	var expiries map[string]time.Duration
 	for _, st := range steps {
 		at := StartTime.Add(st.At)
 		keys, args := expand(st.Keys, at), expand(st.Args, at)
@@ -145,7 +150,7 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 		for _, e := range all {
 			var err error
 			if c, ok := e.(virtualSetter); ok && needProbe {
-				c.setVirtualTime(at) // syncExpiry moves the TTLs
+				c.setVirtualTime(at) // the synchronisation before the step sets the TTLs
 			} else {
 				err = e.SetTime(ctx, at)
 			}
@@ -154,7 +159,6 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 			}
 		}
 		// The reference's keys and TTLs at this instant, before the step.
-		var expiries map[string]time.Duration
 		if needProbe {
 			expiries = probe.expiries()
 		}
@@ -163,27 +167,31 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				return nil, err
 			}
 		}
-		replies := make([]Reply, len(envs))
+		results := make([]*stepResult, len(envs))
 		for i, e := range envs {
-			var r Reply
+			var r *stepResult
 			var err error
-			if a, ok := e.(syncedStepper); ok && !e.VirtualClock() && !diverged[i] {
-				r, err = a.syncedStep(ctx, expiries, st, at, script, keys, args)
-			} else {
-				if !e.VirtualClock() && !diverged[i] {
-					if err := syncExpiry(ctx, expiries, e); err != nil {
-						return nil, err
-					}
+			switch a, synced := e.(syncedStepper); {
+			case !e.VirtualClock() && !diverged[i] && synced:
+				r, err = a.syncedStep(ctx, expiries, st, at, script, keys, args, len(envs) > 1)
+			case !e.VirtualClock() && !diverged[i]:
+				started := time.Now()
+				if err := syncExpiry(ctx, expiries, e); err != nil {
+					return nil, err
 				}
-				r, err = execStep(ctx, e, script, st, at, keys, args)
+				r, err = runStep(ctx, e, script, st, at, keys, args)
+				if r != nil {
+					r.started = started
+				}
+			default:
+				r, err = runStep(ctx, e, script, st, at, keys, args)
 			}
 			if err != nil {
 				return nil, err
 			}
-			replies[i] = r
+			results[i] = r
 		}
 		readsTime := probe != nil && calledTime(probe.LastRun())
-		states := make([][]keyState, len(envs))
 		for i, e := range envs {
 			if diverged[i] {
 				continue
@@ -193,37 +201,26 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				rep.Notes = append(rep.Notes, fmt.Sprintf("step %q reads TIME, which %s cannot set: not checked there from this step on (pass the time as an argument, e.g. $now)", st.Name, e.Name()))
 				continue
 			}
-			if st.Reply != nil && !st.Reply.Match(replies[i]) {
-				fail(e.Name(), "reply", st.Reply.String(), replies[i].String())
+			r := results[i]
+			if err := r.read(ctx, e, st, at, len(envs) > 1); err != nil {
+				return nil, err
 			}
-			for _, tc := range st.TTLs {
-				r, err := e.Do(ctx, "PTTL", tc.Key)
-				if err != nil {
-					return nil, err
-				}
+			if st.Reply != nil && !st.Reply.Match(r.reply) {
+				fail(e.Name(), "reply", st.Reply.String(), r.reply.String())
+			}
+			for j, tc := range st.TTLs {
 				tol := time.Duration(tc.Tolerance) * time.Millisecond
 				if !e.VirtualClock() {
-					tol = max(tol, TTLTolerance)
+					tol = max(tol, r.slack())
 				}
-				if r.Kind != KindInt || !ttlMatches(tc.PTTL, r.Int, tol) {
-					fail(e.Name(), "ttl "+tc.Key, tc.String(), r.String())
-				}
-			}
-			for _, ex := range st.Expects {
-				r, err := e.Do(ctx, expand(ex.Args, at)...)
-				if err != nil {
-					return nil, err
-				}
-				if !ex.Reply.Match(r) {
-					fail(e.Name(), strings.Join(ex.Args, " "), ex.Reply.String(), r.String())
+				if got := r.ttls[j]; got.Kind != KindInt || !ttlMatches(tc.PTTL, got.Int, tol, !e.VirtualClock()) {
+					fail(e.Name(), "ttl "+tc.Key, tc.String(), got.String())
 				}
 			}
-			if len(envs) > 1 {
-				s, err := snapshot(ctx, e)
-				if err != nil {
-					return nil, err
+			for j, ex := range st.Expects {
+				if got := r.expects[j]; !ex.Reply.Match(got) {
+					fail(e.Name(), strings.Join(ex.Args, " "), ex.Reply.String(), got.String())
 				}
-				states[i] = s
 			}
 		}
 		// Differential: every env against the first one still compared.
@@ -237,20 +234,101 @@ func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*
 				continue
 			}
 			pair := envs[ref].Name() + " vs " + envs[i].Name()
-			if !agree(st.Reply, replies[ref], replies[i]) {
-				fail(pair, "reply", replies[ref].String(), replies[i].String())
+			a, b := results[ref], results[i]
+			if !agree(st.Reply, a.reply, b.reply) {
+				fail(pair, "reply", a.reply.String(), b.reply.String())
 			}
-			tol := time.Duration(0)
-			if !envs[ref].VirtualClock() || !envs[i].VirtualClock() {
-				tol = TTLTolerance
+			tol, onReal := time.Duration(0), false
+			for j, r := range []*stepResult{a, b} {
+				if !envs[[]int{ref, i}[j]].VirtualClock() {
+					tol, onReal = max(tol, r.slack()), true
+				}
 			}
-			if d := diffStates(states[ref], states[i], tol); d != "" {
-				fail(pair, "keyspace", formatStates(states[ref]), formatStates(states[i])+"\n    difference: "+d)
+			if d := diffStates(a.state, b.state, tol, onReal); d != "" {
+				fail(pair, "keyspace", formatStates(a.state), formatStates(b.state)+"\n    difference: "+d)
 			}
 		}
 		rep.Steps++
 	}
+	// Leave the real servers' TTLs as the reference's at the last instant.
+	for i, e := range envs {
+		if !e.VirtualClock() && !diverged[i] && expiries != nil {
+			if err := syncExpiry(ctx, probe.expiries(), e); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return rep, nil
+}
+
+// stepResult is what one env did in one step: the reply, and what the
+// step's checks read afterwards.
+type stepResult struct {
+	reply   Reply
+	ttls    []Reply // PTTL of each ttl line
+	expects []Reply // reply of each expect line
+	state   []keyState
+	done    bool // the reads above are made
+	// On a real server: the step began at started (its TTLs run in real
+	// time from then on), or the reads were made in the step's transaction,
+	// which took exec.
+	started time.Time
+	exec    time.Duration
+}
+
+// read makes the reads of the step's checks, unless the env made them
+// already in the step's transaction.
+func (r *stepResult) read(ctx context.Context, e Env, st *Step, at time.Time, keyspace bool) error {
+	if r.done {
+		return nil
+	}
+	for _, tc := range st.TTLs {
+		got, err := e.Do(ctx, "PTTL", tc.Key)
+		if err != nil {
+			return err
+		}
+		r.ttls = append(r.ttls, got)
+	}
+	for _, ex := range st.Expects {
+		got, err := e.Do(ctx, expand(ex.Args, at)...)
+		if err != nil {
+			return err
+		}
+		r.expects = append(r.expects, got)
+	}
+	if keyspace {
+		s, err := snapshot(ctx, e)
+		if err != nil {
+			return err
+		}
+		r.state = s
+	}
+	r.done = true
+	return nil
+}
+
+// slack is how far TTLs read on a real server may be from the reference's.
+func (r *stepResult) slack() time.Duration {
+	if r.started.IsZero() {
+		return r.exec.Truncate(time.Millisecond) + time.Millisecond + TTLTolerance
+	}
+	return realSlack(r.started)
+}
+
+// runStep runs the step's commands on env and calls the script.
+func runStep(ctx context.Context, env Env, script string, st *Step, at time.Time, keys, args []string) (*stepResult, error) {
+	r, err := execStep(ctx, env, script, st, at, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	return &stepResult{reply: r}, nil
+}
+
+// realSlack is how far TTLs read now on a real server may be from the
+// reference's: the real time elapsed since the step began there, rounded
+// up to a millisecond, plus TTLTolerance.
+func realSlack(started time.Time) time.Duration {
+	return time.Since(started).Truncate(time.Millisecond) + time.Millisecond + TTLTolerance
 }
 
 // execStep runs the step's commands on env and calls the script.
@@ -277,16 +355,17 @@ func execStep(ctx context.Context, env Env, script string, st *Step, at time.Tim
 // TTLs at the step's instant: keys the reference has let expire are
 // deleted, the others get the reference's remaining TTL rounded up to a
 // whole millisecond, and at least minSyncTTL, so that a key a few
-// microseconds from its expiry cannot expire before the script reads it.
+// microseconds from its expiry cannot expire before the script reads it
+// (a script sees the server's time when it starts, not the transaction's).
 // A RedisEnv does this, the step's commands and the script in one
 // MULTI/EXEC transaction (syncedStep): nothing runs in between, and a
 // script that reads a TTL gets the reference's.
-const minSyncTTL = 10 * time.Millisecond
+const minSyncTTL = 50 * time.Millisecond
 
 // syncedStepper is an env without a virtual clock that runs a step with
 // its expiry synchronisation atomically.
 type syncedStepper interface {
-	syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string) (Reply, error)
+	syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string, keyspace bool) (*stepResult, error)
 }
 
 // virtualSetter is an env whose clock RunSteps moves without its own TTL
@@ -355,12 +434,9 @@ func calledTime(run *Run) bool {
 // ttlMatches compares an expected PTTL with the one read, which may be up
 // to tol away: the step's own tolerance, and on a real server, whose TTLs
 // run in real time and follow the virtual clock by whole milliseconds, at
-// least TTLTolerance.
-func ttlMatches(want, got int64, tol time.Duration) bool {
-	if want < 0 || got < 0 {
-		return want == got
-	}
-	return pttlClose(want, got, tol)
+// least the step's slack (see pttlClose).
+func ttlMatches(want, got int64, tol time.Duration, real bool) bool {
+	return pttlClose(want, got, tol, real)
 }
 
 var luaErrLocation = regexp.MustCompile(`^(.*?user_script:\d+:)`)
@@ -427,7 +503,7 @@ func agree(pattern *Reply, a, b Reply) bool {
 
 // diffStates describes the first difference between two keyspaces, or
 // returns "".
-func diffStates(a, b []keyState, tol time.Duration) string {
+func diffStates(a, b []keyState, tol time.Duration, real bool) string {
 	am := map[string]keyState{}
 	for _, k := range a {
 		am[k.Key] = k
@@ -447,7 +523,7 @@ func diffStates(a, b []keyState, tol time.Duration) string {
 		if x.Value != y.Value && !(jsonDocument(x.raw) && jsonDocument(y.raw) && sameJSON(x.raw, y.raw)) {
 			return fmt.Sprintf("key %q holds %s, then %s", x.Key, x.Value, y.Value)
 		}
-		if !pttlClose(x.PTTL, y.PTTL, tol) {
+		if !pttlClose(x.PTTL, y.PTTL, tol, real) {
 			return fmt.Sprintf("key %q has PTTL %d, then %d", x.Key, x.PTTL, y.PTTL)
 		}
 	}
@@ -459,7 +535,11 @@ func diffStates(a, b []keyState, tol time.Duration) string {
 	return ""
 }
 
-func pttlClose(a, b int64, tol time.Duration) bool {
+// pttlClose reports whether two PTTLs (-1: no TTL, -2: no key) are within
+// tol of each other. When one was read on a real server (real), two TTLs
+// both under minSyncTTL plus tol are close too: a key that close to its
+// expiry is given minSyncTTL there before each step.
+func pttlClose(a, b int64, tol time.Duration, real bool) bool {
 	if a < 0 || b < 0 {
 		return a == b
 	}
@@ -467,7 +547,11 @@ func pttlClose(a, b int64, tol time.Duration) bool {
 	if d < 0 {
 		d = -d
 	}
-	return d <= tol.Milliseconds()
+	if d <= tol.Milliseconds() {
+		return true
+	}
+	near := (minSyncTTL + tol).Milliseconds()
+	return real && a <= near && b <= near
 }
 
 func formatStates(s []keyState) string {

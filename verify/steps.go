@@ -71,7 +71,7 @@ type Command struct {
 type TTLCheck struct {
 	Key       string
 	PTTL      int64
-	Tolerance int64 // ms either way; 0: exactly (on a real server, TTLTolerance at least)
+	Tolerance int64 // ms either way; 0: exactly (on a real server, the real time since the step began plus TTLTolerance at least)
 	Line      int
 }
 
