@@ -50,29 +50,30 @@ func newBreaker(threshold int, cooldown time.Duration, now func() time.Time, onC
 
 func (b *breaker) off() bool { return b == nil || b.threshold <= 0 }
 
-// allow reports whether a call may go to Redis now.
-func (b *breaker) allow() bool {
+// allow reports whether a call may go to Redis now, and whether it is the
+// probe of a half-open breaker.
+func (b *breaker) allow() (ok, probe bool) {
 	if b.off() || breakerState(b.state.Load()) == breakerClosed {
-		return true
+		return true, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch breakerState(b.state.Load()) {
 	case breakerClosed:
-		return true
+		return true, false
 	case breakerOpen:
 		if b.now().Sub(b.openedAt) < b.cooldown {
-			return false
+			return false, false
 		}
 		b.set(breakerHalfOpen)
 		b.probing = true
-		return true
+		return true, true
 	default: // half-open: only the one probe
 		if b.probing {
-			return false
+			return false, false
 		}
 		b.probing = true
-		return true
+		return true, true
 	}
 }
 

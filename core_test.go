@@ -153,7 +153,7 @@ func TestReleaseBypassesBreaker(t *testing.T) {
 	if r, _ := l.Allow(ctx, "u", Must(GCRA(1, time.Second, 1))); !r.Degraded {
 		t.Fatalf("call during the outage: %+v", r)
 	}
-	if l.breaker.current() != breakerOpen {
+	if l.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open")
 	}
 	sc.fail.Store(false)
@@ -257,7 +257,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || r.Degraded {
 			t.Fatalf("caller deadline %v: %+v, %v; want a DeadlineExceeded error", d, r, err)
 		}
-		if st := l.breaker.current(); st != breakerClosed {
+		if st := l.router.any.breaker.current(); st != breakerClosed {
 			t.Fatalf("caller deadline %v moved the breaker to %v", d, st)
 		}
 	}
@@ -266,7 +266,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if _, err := l.Allow(ctx, "u", lim); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller: %v", err)
 	}
-	if st := l.breaker.current(); st != breakerClosed {
+	if st := l.router.any.breaker.current(); st != breakerClosed {
 		t.Fatalf("a cancelled caller moved the breaker to %v", st)
 	}
 
@@ -278,7 +278,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if err != nil || !r.Degraded || !r.Allowed {
 		t.Fatalf("own timeout: %+v, %v; want a degraded fail-open admission", r, err)
 	}
-	if st := own.breaker.current(); st != breakerOpen {
+	if st := own.router.any.breaker.current(); st != breakerOpen {
 		t.Fatalf("own timeout left the breaker %v, want open", st)
 	}
 	// A caller deadline longer than the timeout: the timeout decides.
@@ -290,5 +290,89 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	}
 	if !strings.Contains(ErrBreakerOpen.Error(), "circuit breaker open") {
 		t.Fatal(ErrBreakerOpen)
+	}
+}
+
+// The denial cache answers a denied identity's cost-1 requests without a
+// round trip until the denial's RetryAfter, with Redis's own answer.
+func TestDenialCache(t *testing.T) {
+	ctx := context.Background()
+	l, m, clk, sc := miniLimiter(t)
+	lim := Must(GCRA(1, time.Minute, 1))
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("first: %+v", r)
+	}
+	denied, _ := l.Allow(ctx, "u", lim)
+	if denied.Allowed || denied.RetryAfter != time.Minute {
+		t.Fatalf("second: %+v", denied)
+	}
+	calls := sc.calls.Load()
+	clk.add(20 * time.Second)
+	clk.set(m)
+	r, err := l.Allow(ctx, "u", lim)
+	if err != nil || r.Allowed || r.RetryAfter != 40*time.Second || r.ResetAfter != 40*time.Second || r.Remaining != 0 {
+		t.Fatalf("cached: %+v, %v", r, err)
+	}
+	if p, _ := l.Peek(ctx, "u", lim); p != r {
+		t.Fatalf("cached Peek %+v differs from cached Allow %+v", p, r)
+	}
+	if n := sc.calls.Load(); n != calls {
+		t.Fatalf("%d calls reached Redis while the denial was cached", n-calls)
+	}
+	if r, _ := l.AllowN(ctx, "u", lim, 2); r.RetryAfter != RetryNever || sc.calls.Load() != calls+1 {
+		t.Fatalf("cost 2 must ask Redis: %+v", r)
+	}
+	clk.add(40 * time.Second)
+	clk.set(m)
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("once the retry-after has passed: %+v", r)
+	}
+	l.Allow(ctx, "u", lim) // denied again, cached
+	if err := l.Reset(ctx, "u", lim); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Allow(ctx, "u", lim); !r.Allowed {
+		t.Fatalf("after Reset: %+v", r)
+	}
+
+	// Bounded: a tiny cache keeps at most its size.
+	c := newDenialCache(denialShards)
+	now := time.Unix(1_800_000_000, 0)
+	for i := 0; i < 1000; i++ {
+		c.put(strings.Repeat("k", i%50)+string(rune('a'+i%26)), Result{RetryAfter: time.Hour, Limit: lim}, now, now)
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n > denialShards {
+		t.Fatalf("cache of size %d holds %d entries", denialShards, n)
+	}
+}
+
+// Health reports each node's breaker without a round trip.
+func TestHealth(t *testing.T) {
+	ctx := context.Background()
+	l, _, clk, sc := miniLimiter(t, WithBreaker(1, time.Minute))
+	if err := l.Health().Err(); err != nil {
+		t.Fatalf("fresh limiter: %v", err)
+	}
+	lim := Must(GCRA(10, time.Second, 10))
+	l.Allow(ctx, "u", lim)
+	h := l.Health()
+	if len(h.Nodes) != 1 || h.Nodes[0].Addr != "redis" || h.Nodes[0].Breaker != "closed" || h.Nodes[0].LastReply.IsZero() || h.Nodes[0].Timeout != time.Minute {
+		t.Fatalf("after a call: %+v", h)
+	}
+	sc.fail.Store(true)
+	l.Allow(ctx, "u", lim)
+	err := l.Health().Err()
+	if !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "redis open") {
+		t.Fatalf("Redis down: %v", err)
+	}
+	sc.fail.Store(false)
+	clk.add(time.Minute)
+	l.Allow(ctx, "u", lim) // the probe closes it
+	if err := l.Health().Err(); err != nil {
+		t.Fatalf("after recovery: %v", err)
 	}
 }

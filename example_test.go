@@ -222,8 +222,8 @@ func ExampleWithFailurePolicy() {
 	})
 	defer client.Close()
 	closed, _ := sluice.New(client, sluice.WithFailurePolicy(sluice.FailClosed), sluice.WithLogger(nil))
-	open, _ := sluice.New(client, sluice.WithLogger(nil)) // FailOpen is the default
-	local, _ := sluice.New(client, sluice.WithLocalFallback(4), sluice.WithLogger(nil))
+	open, _ := sluice.New(client, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithLogger(nil))
+	local, _ := sluice.New(client, sluice.WithLocalFallback(4), sluice.WithLogger(nil)) // FailLocal is the default, with 1 replica
 
 	m.Close() // Redis goes away
 	ctx := context.Background()

@@ -38,7 +38,8 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
 	lease := Lease{ID: hex.EncodeToString(idb[:]), key: l.Key(identity, lim), limit: lim}
-	res, err := l.run(ctx, l.acquireRequest(&lease, false))
+	req := l.acquireRequest(&lease, false)
+	res, err := l.run(ctx, &req)
 	if err != nil || !res.Allowed {
 		return Lease{}, res, err
 	}
@@ -61,7 +62,8 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 		}
 		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now()), nil
 	}
-	res, err := l.run(ctx, l.acquireRequest(&lease, true))
+	req := l.acquireRequest(&lease, true)
+	res, err := l.run(ctx, &req)
 	if err != nil {
 		return Result{}, fmt.Errorf("sluice: extend %s: %w (the lease expires at its old time)", lease.key, err)
 	}
@@ -73,20 +75,24 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
 		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), Id: lease.ID, Now: l.nowArg()})
-	req := request{call: call, decode: decodeAcquire, limits: []Limit{lease.limit}, bypass: renew}
-	if !renew {
-		req.degrade = func(error) Result {
-			lease.local = true // nothing held in Redis
-			switch l.cfg.policy {
-			case FailLocal:
-				return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
-			case FailClosed:
-				return Result{Limit: lease.limit, RetryAfter: l.breaker.retryAfter(), Degraded: true}
-			}
-			return Result{Allowed: true, Limit: lease.limit, Remaining: lease.limit.Rate - 1, Degraded: true}
-		}
+	kind := callAcquire
+	if renew {
+		kind = callRenew
 	}
-	return req
+	return request{kind: kind, call: call, decode: decodeAcquire, lim: lease.limit, key: lease.key, lease: lease}
+}
+
+// degradeAcquire is the failure policy's decision for an Acquire.
+func (l *Limiter) degradeAcquire(req *request) Result {
+	lease := req.lease
+	lease.local = true // nothing held in Redis
+	switch l.cfg.policy {
+	case FailLocal:
+		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
+	case FailClosed:
+		return Result{Limit: lease.limit, RetryAfter: req.node.breaker.retryAfter(), Degraded: true}
+	}
+	return Result{Allowed: true, Limit: lease.limit, Remaining: lease.limit.Rate - 1, Degraded: true}
 }
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
@@ -105,7 +111,8 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	}
 	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
 		scripts.ConcurrencyReleaseArgs{Id: lease.ID, Now: l.nowArg()})
-	if _, err := l.run(ctx, request{call: call, decode: decodeRelease, limits: []Limit{lease.limit}, bypass: true, quiet: true}); err != nil {
+	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lease.limit, key: lease.key}
+	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: release %s: %w (the lease expires by itself after %v)", lease.key, err, lease.limit.Period)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -20,9 +19,10 @@ type Limiter struct {
 	client  rueidis.CommandClient
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
-	breaker *breaker
+	router  *router          // the Redis node of each key, each with its own breaker
 	local   *localFallback
-	metrics *metrics // nil: no metrics
+	denials *denialCache // nil: off
+	metrics *metrics     // nil: no metrics
 }
 
 // New returns a Limiter over client. For a real Redis, rueidis' client-side
@@ -34,10 +34,14 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	}
 	cfg := config{
 		prefix:           "sluice",
-		timeout:          100 * time.Millisecond,
+		adaptive:         true,
+		timeoutMin:       100 * time.Millisecond,
+		timeoutMax:       time.Second,
 		breakerThreshold: 5,
 		breakerCooldown:  time.Second,
+		policy:           FailLocal,
 		replicas:         1,
+		denialCache:      10_000,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -58,18 +62,25 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
-	l.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
-		m.transition(to)
-		switch to {
-		case breakerOpen:
-			cfg.logger.Warn("sluice: Redis unavailable; circuit breaker open, failure policy decides",
-				"policy", cfg.policy.String(), "cooldown", cfg.breakerCooldown)
-		case breakerClosed:
-			cfg.logger.Info("sluice: Redis reachable again; circuit breaker closed")
-		}
+	l.router = newRouter(client, func(addr string) *node {
+		n := &node{addr: addr}
+		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
+			m.transition(addr, to)
+			switch to {
+			case breakerOpen:
+				cfg.logger.Warn("sluice: Redis node unavailable; circuit breaker open, failure policy decides",
+					"node", addr, "policy", cfg.policy.String(), "cooldown", cfg.breakerCooldown)
+			case breakerClosed:
+				cfg.logger.Info("sluice: Redis node reachable again; circuit breaker closed", "node", addr)
+			}
+		})
+		return n
 	})
 	if cfg.policy == FailLocal {
 		l.local = newLocalFallback(cfg.replicas)
+	}
+	if cfg.denialCache > 0 {
+		l.denials = newDenialCache(cfg.denialCache)
 	}
 	return l, nil
 }
@@ -81,6 +92,11 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 func (l *Limiter) Key(identity string, lim Limit) string {
 	return key(l.cfg.prefix, identity, lim.Name)
 }
+
+// FailurePolicy is the policy deciding while Redis is unavailable, for
+// callers that answer its denials differently (an HTTP 503 for
+// FailClosed, a 429 for a FailLocal quota).
+func (l *Limiter) FailurePolicy() FailurePolicy { return l.cfg.policy }
 
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, identity string, lim Limit) (Result, error) {
@@ -114,10 +130,24 @@ func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost i
 	if lim.Algorithm == AlgConcurrency {
 		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, lim.Name)
 	}
-	keys := []string{l.Key(identity, lim)}
-	limits := []Limit{lim}
-	call, decode := rateCall(keys[0], lim, cost, l.nowArg(), peek)
-	return l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, peek)})
+	k := l.Key(identity, lim)
+	var sent time.Time
+	if cost == 1 && l.denials != nil {
+		sent = l.now()
+		if r, ok := l.denials.get(k, sent); ok {
+			r.Limit = lim
+			l.metrics.cacheHit(ctx, lim)
+			l.metrics.decision(ctx, r, time.Now())
+			return r, nil
+		}
+	}
+	req := request{kind: callRate, lim: lim, key: k, cost: cost, peek: peek}
+	req.call, req.decode = rateCall(k, lim, cost, l.nowArg(), peek)
+	res, err := l.run(ctx, &req)
+	if err == nil && cost == 1 && !res.Allowed {
+		l.denials.put(k, res, sent, l.now())
+	}
+	return res, err
 }
 
 // AllowAll checks several limits of one identity (say 10 per second and
@@ -152,8 +182,9 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 	for i, lim := range limits {
 		keys[i] = l.Key(identity, lim)
 	}
-	call, decode := multiCall(keys, limits, cost, l.nowArg())
-	return l.run(ctx, request{call: call, decode: decode, limits: limits, degrade: l.degrade(keys, limits, cost, false)})
+	req := request{kind: callRate, lim: limits[0], key: keys[0], multi: limits, keys: keys, cost: cost}
+	req.call, req.decode = multiCall(keys, limits, cost, l.nowArg())
+	return l.run(ctx, &req)
 }
 
 // Reset forgets lim's state for identity: the whole quota is back. For a
@@ -164,9 +195,12 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	}
 	k := l.Key(identity, lim)
 	cctx := ctx
-	if l.cfg.timeout > 0 {
+	if t := l.cfg.timeoutMin; t > 0 || l.cfg.adaptive {
+		if l.cfg.adaptive {
+			t = l.cfg.timeoutMax
+		}
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)
+		cctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
 	if err := l.client.Do(cctx, l.client.B().Del().Key(k).Build()).Error(); err != nil {
@@ -175,6 +209,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	if l.local != nil {
 		l.local.forget(k)
 	}
+	l.denials.forget(k)
 	return nil
 }
 
@@ -203,24 +238,29 @@ func capacity(lim Limit) int64 {
 	return lim.Rate
 }
 
-// degrade returns the failure policy's decision for cost against limits
-// (stored under keys) when Redis cannot decide.
-func (l *Limiter) degrade(keys []string, limits []Limit, cost int64, peek bool) func(error) Result {
-	return func(error) Result {
-		switch l.cfg.policy {
-		case FailLocal:
-			return l.local.decide(keys, limits, cost, peek, l.now())
-		case FailClosed:
-			return Result{Limit: limits[0], RetryAfter: l.breaker.retryAfter(), Degraded: true}
-		}
-		res := Result{Allowed: true, Degraded: true}
-		for i, lim := range limits {
-			if r := max(0, capacity(lim)-cost); i == 0 || r < res.Remaining {
-				res.Limit, res.Remaining = lim, r
-			}
-		}
-		return res
+// degrade is the failure policy's decision for req when Redis cannot
+// decide.
+func (l *Limiter) degrade(req *request) Result {
+	if req.kind == callAcquire {
+		return l.degradeAcquire(req)
 	}
+	keys, limits := req.keys, req.multi
+	if limits == nil {
+		keys, limits = []string{req.key}, []Limit{req.lim}
+	}
+	switch l.cfg.policy {
+	case FailLocal:
+		return l.local.decide(keys, limits, req.cost, req.peek, l.now())
+	case FailClosed:
+		return Result{Limit: limits[0], RetryAfter: req.node.breaker.retryAfter(), Degraded: true}
+	}
+	res := Result{Allowed: true, Degraded: true}
+	for i, lim := range limits {
+		if r := max(0, capacity(lim)-req.cost); i == 0 || r < res.Remaining {
+			res.Limit, res.Remaining = lim, r
+		}
+	}
+	return res
 }
 
 var peekTrue = true
@@ -232,36 +272,35 @@ func rateCall(k string, lim Limit, cost int64, now *int64, peek bool) (luart.Cal
 	if peek {
 		pk = &peekTrue
 	}
-	_ = pk
 	switch lim.Algorithm {
 	case AlgFixedWindow:
-		return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k}, scripts.FixedWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeFixedWindow
+		return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k}, scripts.FixedWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeFixedWindow
 	case AlgSlidingLog:
-		return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k}, scripts.SlidingLogArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeSlidingLog
+		return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k}, scripts.SlidingLogArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingLog
 	case AlgSlidingWindow:
-		return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k}, scripts.SlidingWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now}), decodeSlidingWindow
+		return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k}, scripts.SlidingWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingWindow
 	case AlgTokenBucket:
-		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now}), decodeTokenBucket
+		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeTokenBucket
 	default:
-		return scripts.Gcra.Call(scripts.GcraKeys{State: k}, scripts.GcraArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now}), decodeGcra
+		return scripts.Gcra.Call(scripts.GcraKeys{State: k}, scripts.GcraArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeGcra
 	}
 }
 
 // multiCall builds the AllowAll script call for limits of one algorithm
 // (validated by the caller), one key per limit, and its decoder.
 func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
-	specs := make([]string, len(limits))
-	for i, lim := range limits {
-		if lim.Algorithm == AlgGCRA {
-			specs[i] = fmt.Sprintf("%d:%d:%d", lim.Rate, lim.periodMicros(), lim.Burst)
-		} else {
-			specs[i] = fmt.Sprintf("%d:%d", lim.Rate, lim.periodMicros())
-		}
-	}
 	if limits[0].Algorithm == AlgGCRA {
-		return scripts.GcraMulti.Call(scripts.GcraMultiKeys{State: keys[0]}, scripts.GcraMultiArgs{Limits: strings.Join(specs, ","), Cost: cost, Now: now}), decodeGcraMulti
+		nums := make([]int64, 0, 3*len(limits))
+		for _, lim := range limits {
+			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
+		}
+		return scripts.GcraMulti.Call(scripts.GcraMultiKeys{States: keys}, scripts.GcraMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
 	}
-	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{State: keys[0]}, scripts.SlidingWindowMultiArgs{Limits: strings.Join(specs, ","), Cost: cost, Now: now}), decodeSlidingWindowMulti
+	nums := make([]int64, 0, 2*len(limits))
+	for _, lim := range limits {
+		nums = append(nums, lim.Rate, lim.periodMicros())
+	}
+	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeSlidingWindowMulti
 }
 
 // The decoders turn each script's generated, typed reply into a decision.

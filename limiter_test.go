@@ -191,7 +191,7 @@ func TestLimiterOnMiniredis(t *testing.T) {
 		t.Run(string(lim.Algorithm), func(t *testing.T) {
 			id := "user:" + string(lim.Algorithm)
 			p, err := l.Peek(ctx, id, lim)
-			if err != nil || !p.Allowed || p.Remaining != 5 {
+			if err != nil || !p.Allowed || p.Remaining != 4 || p.RetryAfter != 0 {
 				t.Fatalf("Peek on a fresh identity: %+v, %v", p, err)
 			}
 			if m.Exists(l.Key(id, lim)) {
@@ -352,7 +352,7 @@ func TestFailurePolicies(t *testing.T) {
 	fc := &failingClient{Client: base}
 	l, _ := New(fc, WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
 	l.Allow(ctx, "id", lim)
-	if l.breaker.current() != breakerOpen {
+	if l.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open after a failure")
 	}
 	l.client = base
@@ -361,7 +361,7 @@ func TestFailurePolicies(t *testing.T) {
 	if r, _ := l.Allow(ctx, "id", lim); r.Degraded || !r.Allowed {
 		t.Fatalf("probe: %+v", r)
 	}
-	if l.breaker.current() != breakerClosed {
+	if l.router.any.breaker.current() != breakerClosed {
 		t.Fatal("breaker not closed after a good probe")
 	}
 }
@@ -374,7 +374,7 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	if _, err := l.Allow(ctx, "id", Must(GCRA(1, time.Second, 1))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if l.breaker.current() != breakerClosed {
+	if l.router.any.breaker.current() != breakerClosed {
 		t.Fatal("a caller's cancellation must not count against Redis")
 	}
 
@@ -388,7 +388,7 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	if _, err := l.Allow(ctx, "id", lim); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled probe: %v", err)
 	}
-	if st := l.breaker.current(); st == breakerClosed {
+	if st := l.router.any.breaker.current(); st == breakerClosed {
 		t.Fatal("a cancelled probe closed the breaker")
 	}
 	l.Allow(context.Background(), "id", lim) // the next call may probe again
@@ -402,7 +402,7 @@ func TestDeadRedisOpensBreaker(t *testing.T) {
 	// come from the policy without waiting for the timeout.
 	m := miniredis.RunT(t)
 	c := miniClient(t, m)
-	l, _ := New(c, WithTimeout(50*time.Millisecond), WithBreaker(2, time.Hour), WithLogger(nil))
+	l, _ := New(c, WithTimeout(50*time.Millisecond), WithBreaker(2, time.Hour), WithLogger(nil), WithFailurePolicy(FailOpen))
 	m.Close()
 	lim := Must(GCRA(1, time.Second, 1))
 	for i := 0; i < 2; i++ {
@@ -410,7 +410,7 @@ func TestDeadRedisOpensBreaker(t *testing.T) {
 			t.Fatalf("call %d: %+v", i, r)
 		}
 	}
-	if l.breaker.current() != breakerOpen {
+	if l.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open after two failures")
 	}
 	r, err := l.Allow(context.Background(), "id", lim)

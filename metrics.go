@@ -25,9 +25,16 @@ const (
 	// sluice.failure: "timeout", "breaker_open" or "error".
 	MetricRedisFailures = "sluice.redis.failures"
 	// MetricBreakerTransitions counts circuit breaker state changes
-	// ({transition}); attribute sluice.breaker.state: "open", "half-open"
-	// or "closed", the state entered.
+	// ({transition}); attributes sluice.node (the Redis primary's
+	// host:port; "redis" for a standalone or Sentinel client, "cluster"
+	// before a cluster's slot map is known) and sluice.breaker.state:
+	// "open", "half-open" or "closed", the state entered.
 	MetricBreakerTransitions = "sluice.breaker.transitions"
+	// MetricDenialCacheHits counts denials answered by the denial cache
+	// (WithDenialCache) without asking Redis ({decision}); attributes
+	// sluice.limit, sluice.algorithm. They are counted in
+	// MetricDecisions too.
+	MetricDenialCacheHits = "sluice.denial_cache.hits"
 )
 
 // WithMeterProvider records the metrics above with mp (an OpenTelemetry
@@ -49,16 +56,19 @@ type metrics struct {
 	duration  metric.Float64Histogram
 	failures  metric.Int64Counter
 	breaker   metric.Int64Counter
+	cacheHits metric.Int64Counter
 
-	sets sync.Map // limit name and algorithm → *limitSets
+	mu   sync.RWMutex
+	sets map[setKey]*limitSets
 }
 
 // limitSets are one limit's attribute sets, built once: decisions record
 // with a precomputed option, not a slice of attributes per call.
 type limitSets struct {
-	decision [2][2]metric.MeasurementOption // [allowed][degraded]
-	duration [2]metric.MeasurementOption    // [degraded]
-	failure  map[string]metric.MeasurementOption
+	decision [2][2][]metric.AddOption // [allowed][degraded]
+	duration [2][]metric.RecordOption // [degraded]
+	failure  map[string][]metric.AddOption
+	limit    []metric.AddOption // the limit's name and algorithm only
 }
 
 func b2i(b bool) int {
@@ -68,10 +78,15 @@ func b2i(b bool) int {
 	return 0
 }
 
+type setKey struct{ alg, name string }
+
 func (m *metrics) setsOf(lim Limit) *limitSets {
-	k := string(lim.Algorithm) + "/" + lim.Name
-	if s, ok := m.sets.Load(k); ok {
-		return s.(*limitSets)
+	k := setKey{string(lim.Algorithm), lim.Name}
+	m.mu.RLock()
+	s := m.sets[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
 	}
 	base := []attribute.KeyValue{
 		attribute.String("sluice.limit", lim.Name),
@@ -80,20 +95,26 @@ func (m *metrics) setsOf(lim Limit) *limitSets {
 	with := func(extra ...attribute.KeyValue) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), extra...)...))
 	}
-	s := &limitSets{failure: map[string]metric.MeasurementOption{}}
+	add := func(extra ...attribute.KeyValue) []metric.AddOption { return []metric.AddOption{with(extra...)} }
+	s = &limitSets{failure: map[string][]metric.AddOption{}, limit: add()}
 	for _, allowed := range []bool{false, true} {
 		for _, degraded := range []bool{false, true} {
-			s.decision[b2i(allowed)][b2i(degraded)] = with(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
+			s.decision[b2i(allowed)][b2i(degraded)] = add(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
 		}
 	}
 	for _, degraded := range []bool{false, true} {
-		s.duration[b2i(degraded)] = with(attribute.Bool("sluice.degraded", degraded))
+		s.duration[b2i(degraded)] = []metric.RecordOption{with(attribute.Bool("sluice.degraded", degraded))}
 	}
 	for _, kind := range []string{"timeout", "breaker_open", "error"} {
-		s.failure[kind] = with(attribute.String("sluice.failure", kind))
+		s.failure[kind] = add(attribute.String("sluice.failure", kind))
 	}
-	v, _ := m.sets.LoadOrStore(k, s)
-	return v.(*limitSets)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.sets[k]; old != nil {
+		return old
+	}
+	m.sets[k] = s
+	return s
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -101,7 +122,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		return nil, nil
 	}
 	meter := mp.Meter("github.com/sluice-go/sluice")
-	m := &metrics{}
+	m := &metrics{sets: map[setKey]*limitSets{}}
 	var err error
 	if m.decisions, err = meter.Int64Counter(MetricDecisions,
 		metric.WithDescription("Rate-limit decisions."), metric.WithUnit("{decision}")); err != nil {
@@ -120,6 +141,10 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Circuit breaker state changes."), metric.WithUnit("{transition}")); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricBreakerTransitions, err)
 	}
+	if m.cacheHits, err = meter.Int64Counter(MetricDenialCacheHits,
+		metric.WithDescription("Denials answered from the local denial cache, without a round trip."), metric.WithUnit("{decision}")); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricDenialCacheHits, err)
+	}
 	return m, nil
 }
 
@@ -129,8 +154,8 @@ func (m *metrics) decision(ctx context.Context, res Result, start time.Time) {
 		return
 	}
 	s := m.setsOf(res.Limit)
-	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)])
-	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)])
+	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)]...)
+	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)]...)
 }
 
 // failure records a decision Redis could not make.
@@ -145,13 +170,22 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 	case isTimeout(err):
 		kind = "timeout"
 	}
-	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind])
+	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind]...)
 }
 
-// transition records a breaker state change.
-func (m *metrics) transition(to breakerState) {
+// cacheHit records a denial answered by the denial cache.
+func (m *metrics) cacheHit(ctx context.Context, lim Limit) {
 	if m == nil {
 		return
 	}
-	m.breaker.Add(context.Background(), 1, metric.WithAttributes(attribute.String("sluice.breaker.state", to.String())))
+	m.cacheHits.Add(ctx, 1, m.setsOf(lim).limit...)
+}
+
+// transition records a breaker state change.
+func (m *metrics) transition(node string, to breakerState) {
+	if m == nil {
+		return
+	}
+	m.breaker.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("sluice.node", node), attribute.String("sluice.breaker.state", to.String())))
 }

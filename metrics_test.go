@@ -98,7 +98,7 @@ func TestMetrics(t *testing.T) {
 	m := miniredis.RunT(t)
 	rec := newRecorder()
 	clk := newClock(time.Unix(1_800_000_000, 0))
-	l, err := New(miniClient(t, m), WithMeterProvider(rec), WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil), WithTimeout(time.Minute))
+	l, err := New(miniClient(t, m), WithMeterProvider(rec), WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil), WithTimeout(time.Minute), WithDenialCache(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +130,21 @@ func TestMetrics(t *testing.T) {
 	if got := rec.get(MetricDecisions + "{" + fmt.Sprintf(attrs, true, true) + "}"); got != 2 {
 		t.Errorf("degraded (fail-open) decisions = %d, want 2: %v", got, rec.sums)
 	}
-	if got := rec.get(MetricBreakerTransitions + "{sluice.breaker.state=open}"); got != 1 {
+	if got := rec.get(MetricBreakerTransitions + "{sluice.breaker.state=open,sluice.node=redis}"); got != 1 {
 		t.Errorf("breaker transitions to open = %d, want 1: %v", got, rec.sums)
+	}
+	// With the denial cache, a denied identity's next Allow is a cache hit.
+	m2 := miniredis.RunT(t)
+	rec2 := newRecorder()
+	l2, _ := New(miniClient(t, m2), WithMeterProvider(rec2), WithClock(clk.now), WithLogger(nil), WithTimeout(time.Minute))
+	for i := 0; i < 4; i++ {
+		l2.Allow(ctx, "u", lim)
+	}
+	if got := rec2.get(MetricDenialCacheHits + "{sluice.algorithm=gcra,sluice.limit=api}"); got != 1 {
+		t.Errorf("denial cache hits = %d, want 1 (the 4th call): %v", got, rec2.sums)
+	}
+	if got := rec2.get(MetricDecisions + "{" + fmt.Sprintf(attrs, false, false) + "}"); got != 2 {
+		t.Errorf("denied decisions = %d, want 2 (Redis's and the cache's): %v", got, rec2.sums)
 	}
 	for k, v := range rec.sums {
 		if v < 0 {

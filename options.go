@@ -16,13 +16,14 @@ import (
 type FailurePolicy int
 
 const (
-	// FailOpen admits every request while Redis is unavailable (default):
+	// FailOpen admits every request while Redis is unavailable:
 	// an outage of the limiter never becomes an outage of the API.
 	FailOpen FailurePolicy = iota
 	// FailClosed denies every request while Redis is unavailable.
 	FailClosed
-	// FailLocal decides with an in-process quota: each replica admits its
-	// share (Rate/replicas, at least 1) of every limit; see WithLocalFallback.
+	// FailLocal (the default) decides with an in-process quota: each
+	// replica admits its share (Rate/replicas, at least 1) of every limit;
+	// see WithLocalFallback. Never unlimited, and no outage of the API.
 	FailLocal
 )
 
@@ -58,8 +59,11 @@ type config struct {
 	prefix           string
 	policy           FailurePolicy
 	replicas         int
-	timeout          time.Duration
+	adaptive         bool          // timeout from observed latency, within [timeoutMin, timeoutMax]
+	timeoutMin       time.Duration // the fixed timeout when not adaptive (0: none)
+	timeoutMax       time.Duration
 	breakerThreshold int
+	denialCache      int // entries; 0: off
 	breakerCooldown  time.Duration
 	clock            func() time.Time
 	logger           *slog.Logger
@@ -92,7 +96,8 @@ func printable(s string) bool {
 }
 
 // WithFailurePolicy chooses what happens when Redis is unavailable
-// (default FailOpen).
+// (default FailLocal with one replica: each process admits the whole quota
+// of every limit from memory; WithLocalFallback sets the fleet's size).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) error {
 		if p < FailOpen || p > FailLocal {
@@ -116,14 +121,33 @@ func WithLocalFallback(replicas int) Option {
 	}
 }
 
-// WithTimeout bounds each call to Redis (default 100ms); past it the
-// failure policy decides. 0 means only the caller's context bounds it.
+// WithTimeout gives every call to Redis a fixed deadline d; past it the
+// failure policy decides. 0 means only the caller's context bounds a call.
+// The default is an adaptive timeout (WithAdaptiveTimeout(100ms, 1s)),
+// which a loaded host does not mistake for an outage. A half-open
+// breaker's probe waits at least 1s either way.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("%w: WithTimeout(%v): must not be negative", ErrInvalidOption, d)
 		}
-		c.timeout = d
+		c.adaptive, c.timeoutMin, c.timeoutMax = false, d, max(d, time.Second)
+		return nil
+	}
+}
+
+// WithAdaptiveTimeout derives each call's deadline from the latency
+// observed on its Redis node: 4× the recent slowest reply (a high-water
+// mark that follows slower replies at once and decays over a few thousand
+// calls), never below lo nor above hi. It is the default, with lo = 100ms
+// and hi = 1s: replies slowed by a busy host or Redis raise the timeout
+// instead of turning into failures. A half-open breaker's probe gets hi.
+func WithAdaptiveTimeout(lo, hi time.Duration) Option {
+	return func(c *config) error {
+		if lo <= 0 || hi < lo {
+			return fmt.Errorf("%w: WithAdaptiveTimeout(%v, %v): want 0 < lo <= hi", ErrInvalidOption, lo, hi)
+		}
+		c.adaptive, c.timeoutMin, c.timeoutMax = true, lo, hi
 		return nil
 	}
 }
@@ -138,6 +162,25 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 			return fmt.Errorf("%w: WithBreaker(%d, %v): want threshold >= 0 and a positive cooldown", ErrInvalidOption, threshold, cooldown)
 		}
 		c.breakerThreshold, c.breakerCooldown = threshold, cooldown
+		return nil
+	}
+}
+
+// WithDenialCache sets how many denied identities (per limit) the Limiter
+// remembers to answer locally (default 10,000; 0 turns the cache off).
+// After Redis denies a cost of 1 with RetryAfter d, later requests of cost
+// 1 for that identity and limit are denied from memory, without a round
+// trip, until d has passed: exactly what Redis would answer, since a limit
+// that denies a cost of 1 can admit nothing until then. Other costs,
+// AllowAll and concurrency limits always ask Redis. A Reset on this
+// Limiter clears its entry; a Reset made by another replica is seen when
+// the cached denial runs out. Memory: about 200 bytes per entry.
+func WithDenialCache(size int) Option {
+	return func(c *config) error {
+		if size < 0 {
+			return fmt.Errorf("%w: WithDenialCache(%d): size must not be negative", ErrInvalidOption, size)
+		}
+		c.denialCache = size
 		return nil
 	}
 }

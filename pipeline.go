@@ -15,20 +15,36 @@ import (
 
 // request is one call through the decision pipeline.
 type request struct {
+	kind   callKind
 	call   luart.Call
 	decode func(rueidis.RedisResult) (decision, error)
-	// limits are the limits decided, in call order; a decision's limiting
-	// position (1-based) picks the binding one.
-	limits []Limit
-	// bypass marks calls the breaker never refuses (lease release and
-	// renewal): refusing them would leave a slot taken for its whole lease.
-	bypass bool
-	// degrade is the failure policy's decision when Redis cannot decide; nil
-	// means the call has no fallback and the failure is returned as an error.
-	degrade func(cause error) Result
-	// quiet marks calls that are not decisions (Release): no decision metric.
-	quiet bool
+	// lim and key are the limit decided and its key; for AllowAll, multi
+	// and keys hold every limit in call order (a decision's limiting
+	// position, 1-based, picks the binding one) and lim is the first.
+	lim   Limit
+	key   string
+	multi []Limit
+	keys  []string
+	cost  int64
+	peek  bool
+	lease *Lease // acquire
+	// node is where the call went (set by call).
+	node *node
 }
+
+// callKind says what a request is, and so how the pipeline treats it.
+type callKind int
+
+const (
+	callRate    callKind = iota // AllowN, Peek, AllowAll: decided by the failure policy when Redis cannot
+	callAcquire                 // Acquire: likewise, with a local or no lease
+	callRenew                   // Extend: never refused by the breaker; no fallback
+	callRelease                 // Release: never refused by the breaker; no fallback; not a decision
+)
+
+// bypass reports calls the breaker never refuses (lease renewal and
+// release): refusing them would leave a slot taken for its whole lease.
+func (r *request) bypass() bool { return r.kind == callRenew || r.kind == callRelease }
 
 // outcome classifies how a call ended.
 type outcome int
@@ -42,15 +58,15 @@ const (
 
 // run is the one decision pipeline every entry point uses: breaker →
 // timeout → call → classify the error → failure policy → metrics.
-func (l *Limiter) run(ctx context.Context, req request) (Result, error) {
+func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 	start := time.Now()
 	d, err := l.call(ctx, req)
 	var res Result
 	switch classify(ctx, err) {
 	case outcomeOK:
-		bind := req.limits[0]
-		if p := int(d.limiting); p >= 1 && p <= len(req.limits) {
-			bind = req.limits[p-1]
+		bind := req.lim
+		if p := int(d.limiting); p >= 1 && p <= len(req.multi) {
+			bind = req.multi[p-1]
 		}
 		res = d.result(bind)
 	case outcomeCaller:
@@ -59,29 +75,42 @@ func (l *Limiter) run(ctx context.Context, req request) (Result, error) {
 		}
 		return Result{}, fmt.Errorf("sluice: %w (the caller's deadline passed before Redis answered)", context.DeadlineExceeded)
 	case outcomeRejected:
-		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.limits[0].Name, err)
+		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
 	case outcomeRedis:
-		l.metrics.failure(ctx, req.limits[0], err)
-		if req.degrade == nil {
+		l.metrics.failure(ctx, req.lim, err)
+		if req.kind == callRenew || req.kind == callRelease {
 			return Result{}, err
 		}
-		res = req.degrade(err)
+		res = l.degrade(req)
 	}
-	if !req.quiet {
+	if req.kind != callRelease {
 		l.metrics.decision(ctx, res, start)
 	}
 	return res, nil
 }
 
-// call sends req's script under the breaker and the per-call timeout and
-// tells the breaker what the outcome says about Redis.
-func (l *Limiter) call(ctx context.Context, req request) (decision, error) {
-	if !req.bypass && !l.breaker.allow() {
-		return decision{}, ErrBreakerOpen
+// call sends req's script to the node holding its keys, under that node's
+// breaker and the per-call timeout, and tells the breaker what the outcome
+// says about the node.
+func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
+	n := l.router.nodeFor(req.key)
+	req.node = n
+	probe := false
+	if !req.bypass() {
+		var ok bool
+		if ok, probe = n.breaker.allow(); !ok {
+			return decision{}, ErrBreakerOpen
+		}
 	}
+	start := time.Now()
 	cctx, own := ctx, false
-	if t := l.cfg.timeout; t > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > t {
+	if t := l.timeoutFor(n, probe); t > 0 {
+		switch dl, ok := ctx.Deadline(); {
+		case ctx == context.Background():
+			cctx, own = n.deadlines.get(start, t), true
+		case ctx.Done() == nil:
+			cctx, own = &withValues{Context: ctx, d: n.deadlines.get(start, t)}, true
+		case !ok || dl.Sub(start) > t:
 			var cancel context.CancelFunc
 			cctx, cancel = context.WithTimeout(ctx, t)
 			defer cancel()
@@ -96,20 +125,51 @@ func (l *Limiter) call(ctx context.Context, req request) (decision, error) {
 			err = errCallerDeadline{err}
 		}
 	}
-	if req.bypass {
-		return d, err
-	}
 	switch classify(ctx, err) {
 	case outcomeOK, outcomeRejected:
-		l.breaker.done(true)
-	case outcomeCaller:
-		l.breaker.abandon()
-	default:
-		if err != ErrBreakerOpen {
-			l.breaker.done(false)
+		n.replied(time.Since(start))
+		if !req.bypass() {
+			n.breaker.done(true)
 		}
+	case outcomeCaller:
+		if !req.bypass() {
+			n.breaker.abandon()
+		}
+	default:
+		if isTimeout(err) && n.answeredSince(start) {
+			// The node answered other calls while this one waited: it is
+			// up, and this process or its queue is overloaded. That is no
+			// reason to stop asking it.
+			if !req.bypass() {
+				n.breaker.abandon()
+			}
+			break
+		}
+		if !req.bypass() && err != ErrBreakerOpen {
+			n.breaker.done(false)
+		}
+		l.router.failed()
 	}
 	return d, err
+}
+
+// timeoutFor is the deadline of one call to n: WithTimeout's, or the
+// adaptive one (4× the node's recent slowest reply, within the bounds of
+// WithAdaptiveTimeout). A half-open breaker's probe, the one call that
+// decides whether the node is back, gets the upper bound, so a loaded
+// host cannot starve it.
+func (l *Limiter) timeoutFor(n *node, probe bool) time.Duration {
+	lo, hi := l.cfg.timeoutMin, l.cfg.timeoutMax
+	if !l.cfg.adaptive {
+		if probe && lo > 0 {
+			return max(lo, hi)
+		}
+		return lo
+	}
+	if probe {
+		return hi
+	}
+	return n.latency.timeout(lo, hi)
 }
 
 // classify says whose the error is.

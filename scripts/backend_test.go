@@ -431,10 +431,15 @@ func snapshot(ctx context.Context, t testing.TB, b backend, key string) string {
 	return fmt.Sprintf("%v %v pttl=%v", typ, val, ttl)
 }
 
+// ttlMillis is the TTL in ms every script gives a key of useful life lifeUS
+// > 0 µs: rounded up to whole ms, and at least 2 ms (Redis expires keys at
+// whole ms, so 1 ms can end at once).
+func ttlMillis(lifeUS int64) int64 { return max((lifeUS+999)/1000, 2) }
+
 // wantTTL checks that a key's PTTL, read right after a call, is its useful
-// life of lifeUS µs rounded up to whole ms, or that the key is gone when its
-// life is over. On a real server a PTTL read in the millisecond after the
-// script ran may be 1 ms less.
+// life of lifeUS µs rounded up to whole ms and at least 2 ms, or that the
+// key is gone when its life is over. On a real server a PTTL read in the
+// millisecond after the script ran may be 1 ms less.
 func wantTTL(t testing.TB, what string, got, lifeUS int64, exact bool) {
 	t.Helper()
 	if lifeUS <= 0 {
@@ -443,9 +448,9 @@ func wantTTL(t testing.TB, what string, got, lifeUS int64, exact bool) {
 		}
 		return
 	}
-	want := (lifeUS + 999) / 1000
+	want := ttlMillis(lifeUS)
 	if got == want || (!exact && got == want-1) {
 		return
 	}
-	t.Errorf("%s: PTTL %d ms, want %d ms (useful life %d µs rounded up)", what, got, want, lifeUS)
+	t.Errorf("%s: PTTL %d ms, want %d ms (useful life %d µs rounded up, at least 2 ms)", what, got, want, lifeUS)
 }

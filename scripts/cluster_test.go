@@ -42,8 +42,8 @@ func TestCluster(t *testing.T) {
 				scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: key("tb")}, scripts.TokenBucketArgs{Limit: 1, Period: 1_000_000, Burst: 1, Cost: 1, Now: &now}),
 				scripts.Gcra.Call(scripts.GcraKeys{State: key("gcra")}, scripts.GcraArgs{Limit: 1, Period: 1_000_000, Burst: 1, Cost: 1, Now: &now}),
 				scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: key("conc")}, scripts.ConcurrencyAcquireArgs{Limit: 1, Lease: 1_000_000, Id: holder, Now: &now}),
-				scripts.GcraMulti.Call(scripts.GcraMultiKeys{State: key("gm")}, scripts.GcraMultiArgs{Limits: "1:1000000:1,10:60000000:10", Cost: 1, Now: &now}),
-				scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{State: key("swm")}, scripts.SlidingWindowMultiArgs{Limits: "1:1000000,10:60000000", Cost: 1, Now: &now}),
+				scripts.GcraMulti.Call(scripts.GcraMultiKeys{States: []string{key("gm-1"), key("gm-2")}}, scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 1, 10, 60_000_000, 10}}),
+				scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: []string{key("swm-1"), key("swm-2")}}, scripts.SlidingWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 10, 60_000_000}}),
 			)
 			names = append(names, "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency_acquire", "gcra_multi", "sliding_window_multi")
 		}

@@ -20,7 +20,7 @@ const (
 )
 
 // ConcurrencyAcquireSHA1 is the SHA1 of concurrency_acquire.lua, as SCRIPT LOAD returns it.
-const ConcurrencyAcquireSHA1 = "7d314f70ffbbef5d8a4ef6ad28c66329d12f7760"
+const ConcurrencyAcquireSHA1 = "bb0b8b5d68f70d3ff2aed289255dbf0b3758ae93"
 
 // concurrencyAcquireSource is concurrency_acquire.lua, byte for byte.
 const concurrencyAcquireSource = `-- ConcurrencyAcquire takes one of limit in-flight slots for the holder id,
@@ -48,7 +48,7 @@ const concurrencyAcquireSource = `-- ConcurrencyAcquire takes one of limit in-fl
 
 -- A lease is live while now < expiry. Expired members are removed when a
 -- slot is taken, so the set holds at most limit members. TTL: until the
--- last lease expires, rounded up to whole ms.
+-- last lease expires, rounded up to whole ms and at least 2 ms.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request can make.
@@ -114,12 +114,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

@@ -11,7 +11,8 @@
 -- @return reset_after int   µs until every lease left has expired
 
 -- Removing id also removes every expired member. TTL: until the last lease
--- left expires, rounded up to whole ms; the key is deleted when none is left.
+-- left expires, rounded up to whole ms and at least 2 ms; the key is deleted
+-- when none is left.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call,
 -- even one that removes nothing.
@@ -77,12 +78,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

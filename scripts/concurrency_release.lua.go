@@ -20,7 +20,7 @@ const (
 )
 
 // ConcurrencyReleaseSHA1 is the SHA1 of concurrency_release.lua, as SCRIPT LOAD returns it.
-const ConcurrencyReleaseSHA1 = "1a3b6fe2892154db7bf023de9d4a9b16a23aba5f"
+const ConcurrencyReleaseSHA1 = "f6e0853fa8fa2e2c11f45ba8e77587afdcd1fddd"
 
 // concurrencyReleaseSource is concurrency_release.lua, byte for byte.
 const concurrencyReleaseSource = `-- ConcurrencyRelease gives back the slot that holder id took with
@@ -36,7 +36,8 @@ const concurrencyReleaseSource = `-- ConcurrencyRelease gives back the slot that
 -- @return reset_after int   µs until every lease left has expired
 
 -- Removing id also removes every expired member. TTL: until the last lease
--- left expires, rounded up to whole ms; the key is deleted when none is left.
+-- left expires, rounded up to whole ms and at least 2 ms; the key is deleted
+-- when none is left.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call,
 -- even one that removes nothing.
@@ -102,12 +103,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end

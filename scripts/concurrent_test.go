@@ -97,13 +97,13 @@ func TestConcurrentExactness(t *testing.T) {
 			return res.Allowed, err
 		}},
 		{"gcra_multi", true, func(ctx context.Context, now int64) (bool, error) {
-			res, err := scripts.GcraMulti.Run(ctx, c, scripts.GcraMultiKeys{State: "sluice:{conc-gm}:state"},
-				scripts.GcraMultiArgs{Limits: "1000:1000000:1000,100:3600000000:100", Cost: 1, Now: &now})
+			res, err := scripts.GcraMulti.Run(ctx, c, scripts.GcraMultiKeys{States: []string{"sluice:{conc-gm}:second", "sluice:{conc-gm}:hour"}},
+				scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 1000, 100, hour, 100}})
 			return res.Allowed, err
 		}},
 		{"sliding_window_multi", false, func(ctx context.Context, now int64) (bool, error) {
-			res, err := scripts.SlidingWindowMulti.Run(ctx, c, scripts.SlidingWindowMultiKeys{State: "sluice:{conc-swm}:state"},
-				scripts.SlidingWindowMultiArgs{Limits: "1000:1000000,100:3600000000", Cost: 1, Now: &now})
+			res, err := scripts.SlidingWindowMulti.Run(ctx, c, scripts.SlidingWindowMultiKeys{States: []string{"sluice:{conc-swm}:second", "sluice:{conc-swm}:hour"}},
+				scripts.SlidingWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 100, hour}})
 			return res.Allowed, err
 		}},
 	}

@@ -45,7 +45,8 @@ func ExampleGcraScript_Run() {
 }
 
 // Two limits on one identity, checked and charged together: 2 per second
-// and 3 per 10 seconds. limiting names the limit that decided.
+// and 3 per 10 seconds, each on its own key (the state the gcra script
+// keeps for that limit alone). limiting names the limit that decided.
 func ExampleGcraMultiScript_Run() {
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
@@ -59,11 +60,11 @@ func ExampleGcraMultiScript_Run() {
 	defer client.Close()
 
 	ctx := context.Background()
-	keys := scripts.GcraMultiKeys{State: "rl:{user:42}:multi"}
+	keys := scripts.GcraMultiKeys{States: []string{"rl:{user:42}:gcra-2-1s", "rl:{user:42}:gcra-3-10s"}}
 	now := int64(1_700_000_000_000_000)
 	for _, wait := range []int64{0, 0, 0, 500_000, 500_000} {
 		now += wait
-		res, err := scripts.GcraMulti.Run(ctx, client, keys, scripts.GcraMultiArgs{Limits: "2:1000000:2,3:10000000:3", Cost: 1, Now: &now})
+		res, err := scripts.GcraMulti.Run(ctx, client, keys, scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{2, 1_000_000, 2, 3, 10_000_000, 3}})
 		if err != nil {
 			panic(err)
 		}

@@ -6,7 +6,7 @@
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the time until
 -- the next window; reset_after is the time until the window's count is
--- gone. A denied request and a cost of 0 change nothing. Times are in µs.
+-- gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 --
 -- @script fixed_window
 -- @key state          hash {w = window index, n = cost admitted in window w}
@@ -14,6 +14,7 @@
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -24,7 +25,8 @@
 -- never carries a count into the wrong window. A window index ahead of the
 -- caller's clock (another client's clock runs ahead) is kept: the request is
 -- counted in that later window, which never admits more than limit per
--- window. TTL: the time until the end of the window, rounded up to whole ms.
+-- window. TTL: the time until the end of the window, rounded up to whole ms
+-- and at least 2 ms.
 -- Memory: one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
@@ -91,12 +93,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
@@ -112,6 +119,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -140,9 +152,11 @@ elseif used + cost <= limit then
   allowed = 1
   if cost > 0 then
     used = used + cost
-    redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
-    expire_in(key, wend)
-    wrote = true
+    if not peek then
+      redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
+      expire_in(key, wend)
+      wrote = true
+    end
   end
 else
   retry = wend
@@ -156,7 +170,7 @@ local reset = 0
 if used > 0 then
   reset = wend
 end
-if not wrote and st[1] and redis.call('PTTL', key) == -1 then
+if not wrote and not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}

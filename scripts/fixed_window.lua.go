@@ -20,7 +20,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "bfced8632ff5dd0a72ff329eae7d2493e8abf6ad"
+const FixedWindowSHA1 = "5ebe42029857aca0197336cceef753bffba9e76f"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -31,7 +31,7 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the time until
 -- the next window; reset_after is the time until the window's count is
--- gone. A denied request and a cost of 0 change nothing. Times are in µs.
+-- gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 --
 -- @script fixed_window
 -- @key state          hash {w = window index, n = cost admitted in window w}
@@ -39,6 +39,7 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -49,7 +50,8 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- never carries a count into the wrong window. A window index ahead of the
 -- caller's clock (another client's clock runs ahead) is kept: the request is
 -- counted in that later window, which never admits more than limit per
--- window. TTL: the time until the end of the window, rounded up to whole ms.
+-- window. TTL: the time until the end of the window, rounded up to whole ms
+-- and at least 2 ms.
 -- Memory: one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
@@ -116,12 +118,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
@@ -137,6 +144,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -165,9 +177,11 @@ elseif used + cost <= limit then
   allowed = 1
   if cost > 0 then
     used = used + cost
-    redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
-    expire_in(key, wend)
-    wrote = true
+    if not peek then
+      redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
+      expire_in(key, wend)
+      wrote = true
+    end
   end
 else
   retry = wend
@@ -181,7 +195,7 @@ local reset = 0
 if used > 0 then
   reset = wend
 end
-if not wrote and st[1] and redis.call('PTTL', key) == -1 then
+if not wrote and not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
@@ -194,7 +208,7 @@ return {allowed, remaining, retry, reset}`
 // remaining is the largest cost admitted right after this decision;
 // retry_after is 0 when allowed, -1 when cost > limit, else the time until
 // the next window; reset_after is the time until the window's count is
-// gone. A denied request and a cost of 0 change nothing. Times are in µs.
+// gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 var FixedWindow = &FixedWindowScript{Script: luart.Script{
 	Name:     "fixed_window",
 	Source:   fixedWindowSource,
@@ -224,6 +238,8 @@ type FixedWindowArgs struct {
 	Cost int64
 	// Now is ARGV[4]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Peek is ARGV[5]: decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
+	Peek *bool
 }
 
 // FixedWindowResult is the reply of fixed_window.lua.
@@ -247,7 +263,7 @@ func (s *FixedWindowScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *FixedWindowScript) Call(keys FixedWindowKeys, args FixedWindowArgs) luart.Call {
-	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -8,8 +8,8 @@
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > burst, else the exact time
 -- until the same cost is admitted; reset_after is the time until TAT is
--- reached (the state is empty). A denied request and a cost of 0 change
--- nothing. Times are in µs; burst*period/gcd(limit, period) must not
+-- reached (the state is empty). A denied request, a cost of 0 and a peek
+-- change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 -- exceed 2^52.
 --
 -- @script gcra
@@ -19,6 +19,7 @@
 -- @arg burst int      requests admitted at once, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -30,8 +31,8 @@
 -- by l. Every
 -- comparison is an exact integer one: no drift however long it runs, and
 -- the same decisions as the token bucket. TTL: until TAT, rounded up to
--- whole ms (a missing key reads as TAT <= now). Memory: one hash with two
--- fields per identity.
+-- whole ms and at least 2 ms (a missing key reads as TAT <= now). Memory:
+-- one hash with two fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -97,12 +98,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
@@ -127,6 +133,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(5, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[6]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -165,8 +176,10 @@ else
       if rem >= limit then
         tat, rem = tat + 1, rem - limit
       end
-      redis.call('HSET', key, 'tat', fmt(tat), 'r', fmt(rem))
-      wrote = true
+      if not peek then
+        redis.call('HSET', key, 'tat', fmt(tat), 'r', fmt(rem))
+        wrote = true
+      end
     end
   else
     retry = tat - now + ceildiv(rem + cost * period - bp, limit)
@@ -185,7 +198,7 @@ if rem > 0 then
 end
 if wrote then
   expire_in(key, reset)
-elseif st[1] and redis.call('PTTL', key) == -1 then
+elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}

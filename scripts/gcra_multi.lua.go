@@ -20,40 +20,42 @@ const (
 )
 
 // GcraMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GcraMultiSHA1 = "37e4e3f1c3dd8b0b6423a3335372c10f81b252cb"
+const GcraMultiSHA1 = "62060524c1995156aa207773b1977a1bd77bcdea"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
 -- AND 1000 per hour) and charges all of them or none: a request is allowed
 -- iff every limit admits it, and only then is cost taken from every limit.
--- Each limit behaves exactly as the gcra script with the same limit, period
--- and burst.
+-- Each limit has its own key holding exactly the state the gcra script
+-- keeps, so a limit checked alone (gcra) or with others (gcra_multi, in any
+-- order) spends one quota; on its key, each limit decides exactly as gcra
+-- with the same limit, period and burst.
 --
 -- remaining is the smallest remaining over the limits; retry_after is 0
 -- when allowed, -1 when cost exceeds some burst, else the largest
 -- retry_after over the limits (the first moment all of them admit);
 -- reset_after is the largest reset_after; limiting is the 1-based position
--- in limits of the limit that decided: the first with the largest
+-- of the limit (its key) that decided: the first with the largest
 -- retry_after when denied (the first too small when -1), the first with the
 -- smallest remaining when allowed. A denied request and a cost of 0 change
 -- nothing. Times are in µs.
 --
 -- @script gcra_multi
--- @key state          hash: one field "limit:period:burst" per limit, holding "tat:r" as in gcra
--- @arg limits string  comma-separated limit:period:burst triples, e.g. "10:1000000:10,1000:3600000000:1000"; at most 16, no repeats
+-- @key states...      one hash {tat, r} per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg limits int...  limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's state is empty
--- @return limiting int      1-based position in limits of the limit that decided
+-- @return limiting int      1-based position of the limit (its key) that decided
 
--- State: fields are named by the normalized limit, so reordering the limits
--- keeps their state, and a changed limit starts afresh. When the script
--- writes, it also deletes fields of limits no longer given whose TAT has
--- passed; memory is one field per limit in use. TTL: until the latest TAT
--- of all fields, rounded up to whole ms. Exactness as in gcra.
+-- State: each key as in gcra, {tat, r}: TAT as whole µs plus a remainder in
+-- 1/l µs for T = period/limit in lowest terms p/l. Each key gets its own TTL,
+-- until its own TAT, rounded up to whole ms and at least 2 ms, whenever the
+-- request is admitted. Memory: one hash with two fields per limit and
+-- identity. Exactness as in gcra.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -119,117 +121,96 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
 
--- parse_limits returns the limits as a list of {limit, period, burst, field},
--- or nil and a message.
-local function parse_limits(s)
-  if s == nil or s == '' then
-    return nil, 'limits is required'
-  end
-  if #s > 1024 then
-    return nil, 'limits is longer than 1024 bytes'
-  end
-  local out, seen = {}, {}
-  for item in string.gmatch(s .. ',', '([^,]*),') do
-    local n = #out + 1
-    if n > 16 then
-      return nil, 'at most 16 limits'
-    end
-    local a, b, c = string.match(item, '^(%d+):(%d+):(%d+)$')
-    if not a or #a > 16 or #b > 16 or #c > 16 then
-      return nil, 'limit ' .. fmt(n) .. ': want limit:period:burst as decimal integers, got "' .. string.sub(item, 1, 40) .. '"'
-    end
-    local l, p, bu = tonumber(a), tonumber(b), tonumber(c)
-    local g = 1
-    if l >= 1 and l <= MAX and p >= 1 and p <= MAX_PERIOD then
-      g = gcd(l, p)
-    end
-    if l < 1 or l > MAX or p < 1 or p > MAX_PERIOD or bu < 1 or bu > MAX or bu * (p / g) > MAX then
-      return nil, 'limit ' .. fmt(n) .. ': want limit >= 1, 1 <= period <= ' .. fmt(MAX_PERIOD) .. ', burst >= 1 and burst*period/gcd(limit, period) <= ' .. fmt(MAX) .. ', got "' .. item .. '"'
-    end
-    local field = fmt(l) .. ':' .. fmt(p) .. ':' .. fmt(bu)
-    if seen[field] then
-      return nil, 'limit ' .. fmt(n) .. ': ' .. field .. ' repeats limit ' .. fmt(seen[field])
-    end
-    seen[field] = n
-    -- T = period/limit in lowest terms, as in gcra.
-    out[n] = {limit = l / g, period = p / g, burst = bu, field = field}
-  end
-  return out, nil
+local n = #KEYS
+if n < 1 or n > 16 then
+  return bad('want 1 to 16 keys, one per limit, got ' .. fmt(n))
 end
-
--- parse_tat reads a field value "tat:r"; nil when malformed.
-local function parse_tat(v)
-  local a, b = string.match(v or '', '^(%d+):(%d+)$')
-  if not a then
-    return nil, nil
+if #ARGV ~= 2 + 3 * n then
+  local keys = 'keys'
+  if n == 1 then
+    keys = 'key'
   end
-  return tonumber(a), tonumber(b)
+  return bad('want cost, now and 3 numbers (limit, period, burst) per key: ' .. fmt(2 + 3 * n) .. ' arguments for ' .. fmt(n) .. ' ' .. keys .. ', got ' .. fmt(#ARGV))
 end
-
--- life is the time from now until TAT, rounded up to whole µs.
-local function life(tat, rem, now)
-  local d = tat - now
-  if rem > 0 then
-    d = d + 1
+local seen = {}
+for i = 1, n do
+  if seen[KEYS[i]] then
+    return bad('key ' .. fmt(i) .. ' repeats key ' .. fmt(seen[KEYS[i]]))
   end
-  return d
+  seen[KEYS[i]] = i
 end
-
-local limits, err = parse_limits(ARGV[1])
-if err then return bad(err) end
-local cost
-cost, err = int_arg(2, 'cost', 0, MAX)
+local cost, err = int_arg(1, 'cost', 0, MAX)
 if err then return bad(err) end
 local now
-now, err = int_arg(3, 'now', 0, MAX, true)
+now, err = int_arg(2, 'now', 0, MAX, true)
 if err then return bad(err) end
+local limits = {}
+for i = 1, n do
+  local at = 2 + 3 * (i - 1)
+  local name = 'limit ' .. fmt(i) .. ': '
+  local limit, period, burst
+  limit, err = int_arg(at + 1, name .. 'limit', 1, MAX)
+  if err then return bad(err) end
+  period, err = int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
+  if err then return bad(err) end
+  burst, err = int_arg(at + 3, name .. 'burst', 1, MAX)
+  if err then return bad(err) end
+  -- T = period/limit in lowest terms, as in gcra.
+  local g = gcd(limit, period)
+  limit, period = limit / g, period / g
+  if burst * period > MAX then
+    return bad(name .. 'burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
+  end
+  limits[i] = {key = KEYS[i], limit = limit, period = period, burst = burst, bp = burst * period}
+end
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local key = KEYS[1]
-local flat = redis.call('HGETALL', key)
-local fields = {}
-for i = 1, #flat, 2 do
-  fields[flat[i]] = flat[i + 1]
-end
-
--- Evaluate every limit as gcra does.
+-- Evaluate every limit as gcra does on its key.
 local allowed, retry, limiting = 1, 0, 0
-for i, g in ipairs(limits) do
+for i, s in ipairs(limits) do
+  local st = redis.call('HMGET', s.key, 'tat', 'r')
+  local stat, sr = tonumber(st[1] or ''), tonumber(st[2] or '')
+  s.found = st[1] and true
   local tat, rem = now, 0
-  local stat, sr = parse_tat(fields[g.field])
-  if stat then
-    if sr >= g.limit then
-      stat, sr = stat + 1, 0
+  if stat and sr then
+    if sr >= s.limit then
+      stat, sr = stat + 1, 0 -- limit lowered since the write: round TAT up
+    elseif sr < 0 then
+      sr = 0
     end
     if stat > now or (stat == now and sr > 0) then
       tat, rem = stat, sr
     end
   end
-  g.tat, g.rem = tat, rem
-  g.bp = g.burst * g.period
-  if cost > g.burst then
+  s.tat, s.rem = tat, rem
+  if cost > s.burst then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
     allowed = 0
   else
-    local room = g.bp - cost * g.period - rem
-    if not (room >= 0 and tat - now <= divmod(room, g.limit)) then
+    local room = s.bp - cost * s.period - rem
+    if not (room >= 0 and tat - now <= divmod(room, s.limit)) then
       allowed = 0
-      local w = tat - now + ceildiv(rem + cost * g.period - g.bp, g.limit)
+      local w = tat - now + ceildiv(rem + cost * s.period - s.bp, s.limit)
       if retry ~= -1 and w > retry then
         retry, limiting = w, i
       end
@@ -237,44 +218,23 @@ for i, g in ipairs(limits) do
   end
 end
 
-local wrote = false
-if allowed == 1 and cost > 0 then
-  local args = {}
-  local current = {}
-  for _, g in ipairs(limits) do
-    local q, m = divmod(cost * g.period, g.limit)
-    g.tat, g.rem = g.tat + q, g.rem + m
-    if g.rem >= g.limit then
-      g.tat, g.rem = g.tat + 1, g.rem - g.limit
-    end
-    args[#args + 1] = g.field
-    args[#args + 1] = fmt(g.tat) .. ':' .. fmt(g.rem)
-    current[g.field] = true
-  end
-  redis.call('HSET', key, unpack(args))
-  -- Forget limits no longer given once their TAT has passed.
-  for f, v in pairs(fields) do
-    if not current[f] then
-      local tat, rem = parse_tat(v)
-      if not tat or life(tat, rem, now) <= 0 then
-        redis.call('HDEL', key, f)
-        fields[f] = nil
-      end
-    end
-  end
-  for _, g in ipairs(limits) do
-    fields[g.field] = fmt(g.tat) .. ':' .. fmt(g.rem)
-  end
-  wrote = true
-end
-
+-- Charge every limit when all of them admit; reply and set each key's TTL.
+local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
-for i, g in ipairs(limits) do
+for i, s in ipairs(limits) do
+  if wrote then
+    local q, m = divmod(cost * s.period, s.limit)
+    s.tat, s.rem = s.tat + q, s.rem + m
+    if s.rem >= s.limit then
+      s.tat, s.rem = s.tat + 1, s.rem - s.limit
+    end
+    redis.call('HSET', s.key, 'tat', fmt(s.tat), 'r', fmt(s.rem))
+  end
   local r = 0
-  local d = g.tat - now
-  local free = g.bp - g.rem
-  if free >= 0 and d <= divmod(free, g.limit) then
-    r = divmod(free - d * g.limit, g.period)
+  local d = s.tat - now
+  local free = s.bp - s.rem
+  if free >= 0 and d <= divmod(free, s.limit) then
+    r = divmod(free - d * s.limit, s.period)
   end
   if remaining == -1 or r < remaining then
     remaining = r
@@ -282,43 +242,34 @@ for i, g in ipairs(limits) do
       limiting = i
     end
   end
-end
--- The key lives as long as its longest-lived field.
-for _, v in pairs(fields) do
-  local tat, rem = parse_tat(v)
-  if tat then
-    local l = life(tat, rem, now)
-    if l > reset then
-      reset = l
-    end
+  local life = d -- until TAT, rounded up to whole µs
+  if s.rem > 0 then
+    life = d + 1
   end
-end
-local keylife = reset
-reset = 0
-for _, g in ipairs(limits) do
-  local l = life(g.tat, g.rem, now)
-  if l > reset then
-    reset = l
+  if life > reset then
+    reset = life
   end
-end
-if wrote then
-  expire_in(key, keylife)
-elseif #flat > 0 and redis.call('PTTL', key) == -1 then
-  expire_in(key, keylife) -- repair a key found without TTL
+  if wrote then
+    expire_in(s.key, life)
+  elseif s.found and redis.call('PTTL', s.key) == -1 then
+    expire_in(s.key, life) -- repair a key found without TTL
+  end
 end
 return {allowed, remaining, retry, reset, limiting}`
 
 // GcraMulti checks several GCRA limits on one identity (say 10 per second
 // AND 1000 per hour) and charges all of them or none: a request is allowed
 // iff every limit admits it, and only then is cost taken from every limit.
-// Each limit behaves exactly as the gcra script with the same limit, period
-// and burst.
+// Each limit has its own key holding exactly the state the gcra script
+// keeps, so a limit checked alone (gcra) or with others (gcra_multi, in any
+// order) spends one quota; on its key, each limit decides exactly as gcra
+// with the same limit, period and burst.
 //
 // remaining is the smallest remaining over the limits; retry_after is 0
 // when allowed, -1 when cost exceeds some burst, else the largest
 // retry_after over the limits (the first moment all of them admit);
 // reset_after is the largest reset_after; limiting is the 1-based position
-// in limits of the limit that decided: the first with the largest
+// of the limit (its key) that decided: the first with the largest
 // retry_after when denied (the first too small when -1), the first with the
 // smallest remaining when allowed. A denied request and a cost of 0 change
 // nothing. Times are in µs.
@@ -336,19 +287,19 @@ type GcraMultiScript struct {
 
 // GcraMultiKeys are the KEYS of gcra_multi.lua, in order.
 type GcraMultiKeys struct {
-	// State is KEYS[1]: hash: one field "limit:period:burst" per limit, holding "tat:r" as in gcra
-	State string
+	// States is KEYS[1..n], zero or more: one hash {tat, r} per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
+	States []string
 }
 
 // GcraMultiArgs are the ARGV of gcra_multi.lua, in order.
 // A nil optional argument is sent as the empty string.
 type GcraMultiArgs struct {
-	// Limits is ARGV[1]: comma-separated limit:period:burst triples, e.g. "10:1000000:10,1000:3600000000:1000"; at most 16, no repeats
-	Limits string
-	// Cost is ARGV[2]: units this request takes from every limit, >= 0 (0 only reports)
+	// Cost is ARGV[1]: units this request takes from every limit, >= 0 (0 only reports)
 	Cost int64
-	// Now is ARGV[3]: client clock in µs since the Unix epoch; Redis TIME when unset
+	// Now is ARGV[2]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Limits is ARGV[3..n], zero or more: limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
+	Limits []int64
 }
 
 // GcraMultiResult is the reply of gcra_multi.lua.
@@ -361,7 +312,7 @@ type GcraMultiResult struct {
 	RetryAfter int64
 	// ResetAfter is reply element 4: µs until every limit's state is empty
 	ResetAfter int64
-	// Limiting is reply element 5: 1-based position in limits of the limit that decided
+	// Limiting is reply element 5: 1-based position of the limit (its key) that decided
 	Limiting int64
 }
 
@@ -374,11 +325,17 @@ func (s *GcraMultiScript) Run(ctx context.Context, client rueidis.CommandClient,
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *GcraMultiScript) Call(keys GcraMultiKeys, args GcraMultiArgs) luart.Call {
-	v := []string{keys.State, args.Limits, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := make([]string, 0, 2+len(keys.States)+len(args.Limits))
+	v = append(v, keys.States...)
+	n := len(v)
+	v = append(v, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now))
+	for _, x := range args.Limits {
+		v = append(v, luart.FormatInt(x))
+	}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   v[:1:1],
-		Args:   v[1:],
+		Keys:   v[:n:n],
+		Args:   v[n:],
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,10 +34,23 @@ type sim interface {
 type simCall struct {
 	script string
 	args   []string // ARGV without now
-	want   []int64  // the model's reply
-	life   int64    // µs the key must live after a write
-	write  bool     // the call must write
+	// limits, for a multi-limit call, are the episode's limits (0-based)
+	// of the call in call order, one key each; nil for a call on the
+	// episode's one key.
+	limits []int
+	want   []int64 // the model's reply
+	lives  []int64 // µs each key of the call must live after a write
+	write  bool    // the call must write
 	desc   string
+}
+
+// argv returns the call's ARGV at now: now is last, except for the
+// multi-limit scripts, which take cost, now, then the limits.
+func (c simCall) argv(now int64) []string {
+	if c.limits != nil {
+		return append([]string{c.args[0], itoa(now)}, c.args[1:]...)
+	}
+	return append(slices.Clone(c.args), itoa(now))
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
@@ -93,17 +105,17 @@ func (s *rateSim) call(r *rand.Rand, now int64) simCall {
 		script: s.script,
 		args:   append(slices.Clone(s.params), itoa(cost)),
 		want:   []int64{b2i(d.Allowed), d.Remaining, d.RetryAfter, d.ResetAfter},
-		life:   d.ResetAfter,
+		lives:  []int64{d.ResetAfter},
 		write:  d.Allowed && cost > 0,
 		desc:   fmt.Sprintf("%s %v cost %d", s.script, s.params, cost),
 	}
 }
 
-// multiSim is a multi-limit script over a set of limits; each call passes
-// all of them, reordered, or a subset.
+// multiSim is a multi-limit script over a set of limits, each with its own
+// key; each call passes all of them, reordered, or a subset.
 type multiSim struct {
 	script   string
-	specs    []string
+	params   [][]string // each limit's numbers, as the script takes them
 	algs     []model.Algorithm
 	period   int64
 	interval int64
@@ -112,7 +124,7 @@ type multiSim struct {
 func (s *multiSim) scales() (int64, int64) { return s.period, s.interval }
 
 func (s *multiSim) call(r *rand.Rand, now int64) simCall {
-	idx := make([]int, len(s.specs))
+	idx := make([]int, len(s.params))
 	for i := range idx {
 		idx[i] = i
 	}
@@ -124,26 +136,31 @@ func (s *multiSim) call(r *rand.Rand, now int64) simCall {
 		r.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
 		idx = idx[:1+r.Intn(len(idx))]
 	}
-	var specs []string
 	var algs []model.Algorithm
 	capacity := int64(1) << 40
 	for _, i := range idx {
-		specs = append(specs, s.specs[i])
 		algs = append(algs, s.algs[i])
 		capacity = min(capacity, s.algs[i].Capacity())
 	}
 	cost := randCost(r, capacity)
+	args := []string{itoa(cost)}
+	var specs [][]string
+	for _, i := range idx {
+		args = append(args, s.params[i]...)
+		specs = append(specs, s.params[i])
+	}
 	d := model.DecideAll(algs, now, cost)
-	// The key lives as long as any limit's state, given in this call or not.
-	var life int64
-	for _, a := range s.algs {
-		life = max(life, model.ResetAfter(a, now))
+	// Each key lives as long as its own limit's state.
+	var lives []int64
+	for _, a := range algs {
+		lives = append(lives, model.ResetAfter(a, now))
 	}
 	return simCall{
 		script: s.script,
-		args:   []string{strings.Join(specs, ","), itoa(cost)},
+		args:   args,
+		limits: idx,
 		want:   []int64{b2i(d.Allowed), d.Remaining, d.RetryAfter, d.ResetAfter, int64(d.Limiting)},
-		life:   life,
+		lives:  lives,
 		write:  d.Allowed && cost > 0,
 		desc:   fmt.Sprintf("%s %v cost %d", s.script, specs, cost),
 	}
@@ -168,7 +185,7 @@ func (s *concSim) call(r *rand.Rand, now int64) simCall {
 			script: "concurrency_acquire",
 			args:   []string{itoa(s.limit), itoa(lease), id},
 			want:   []int64{b2i(d.Allowed), d.Remaining, d.RetryAfter, d.ResetAfter},
-			life:   d.ResetAfter,
+			lives:  []int64{d.ResetAfter},
 			write:  d.Allowed,
 			desc:   fmt.Sprintf("acquire %s limit %d lease %d", id, s.limit, lease),
 		}
@@ -178,7 +195,7 @@ func (s *concSim) call(r *rand.Rand, now int64) simCall {
 		script: "concurrency_release",
 		args:   []string{id},
 		want:   []int64{b2i(released), holders, reset},
-		life:   reset,
+		lives:  []int64{reset},
 		write:  released,
 		desc:   "release " + id,
 	}
@@ -238,15 +255,9 @@ func newConcurrency(r *rand.Rand) sim {
 
 func newGCRAMulti(r *rand.Rand) sim {
 	s := &multiSim{script: "gcra_multi"}
-	seen := map[string]bool{}
-	for n := 1 + r.Intn(4); len(s.specs) < n; {
-		l, p, b := bucketConfig(r)
-		spec := fmt.Sprintf("%d:%d:%d", l, p, b)
-		if seen[spec] {
-			continue
-		}
-		seen[spec] = true
-		s.specs = append(s.specs, spec)
+	for n := 1 + r.Intn(4); len(s.params) < n; {
+		l, p, b := bucketConfig(r) // two keys may hold the same limit: they are still two states
+		s.params = append(s.params, []string{itoa(l), itoa(p), itoa(b)})
 		s.algs = append(s.algs, model.NewGCRA(l, p, b))
 		s.period, s.interval = max(s.period, p), max(s.interval, p/l, 1)
 	}
@@ -255,15 +266,9 @@ func newGCRAMulti(r *rand.Rand) sim {
 
 func newSlidingWindowMulti(r *rand.Rand) sim {
 	s := &multiSim{script: "sliding_window_multi"}
-	seen := map[string]bool{}
-	for n := 1 + r.Intn(4); len(s.specs) < n; {
+	for n := 1 + r.Intn(4); len(s.params) < n; {
 		l, p := pick(r, limits...), pick(r, periods...)
-		spec := fmt.Sprintf("%d:%d", l, p)
-		if seen[spec] {
-			continue
-		}
-		seen[spec] = true
-		s.specs = append(s.specs, spec)
+		s.params = append(s.params, []string{itoa(l), itoa(p)})
 		s.algs = append(s.algs, model.NewSlidingWindow(l, p))
 		s.period, s.interval = max(s.period, p), max(s.interval, p/l, 1)
 	}
@@ -382,17 +387,30 @@ func runModel(t *testing.T, r *rand.Rand, name string, newSim func(*rand.Rand) s
 		ep := episodeSeq.Add(1)
 		key := fmt.Sprintf("sluice:{model-%s-%d}:state", name, ep)
 		probe := fmt.Sprintf("sluice:{model-%s-%d}:probe", name, ep)
+		// keysOf names the keys of a call: the episode's one key, or one
+		// per limit of a multi-limit call.
+		keysOf := func(c simCall) (keys, probes []string) {
+			if c.limits == nil {
+				return []string{key}, []string{probe}
+			}
+			for _, j := range c.limits {
+				keys = append(keys, fmt.Sprintf("sluice:{model-%s-%d}:limit-%d", name, ep, j+1))
+				probes = append(probes, fmt.Sprintf("sluice:{model-%s-%d}:probe-%d", name, ep, j+1))
+			}
+			return keys, probes
+		}
 		now := base + r.Int63n(1_000_000_000_000)
 		var lastRetry, lastReset int64
 		for i := 0; i < perEpisode && st.steps < int64(steps); i++ {
 			st.steps++
 			now += gap(r, now, period, interval, lastRetry, lastReset)
 			c := s.call(r, now)
+			keys, probes := keysOf(c)
 			what := fmt.Sprintf("episode %d step %d at %d: %s", st.episodes, i+1, now, c.desc)
 			probeThis := r.Intn(4) == 0 // the tables probe every denial; here a sample, for speed
 			for _, b := range bs {
 				b.SetClock(now)
-				res, err := b.Eval(ctx, source(t, c.script), []string{key}, append(slices.Clone(c.args), itoa(now)))
+				res, err := b.Eval(ctx, source(t, c.script), keys, c.argv(now))
 				if err != nil {
 					t.Fatalf("%s on %s: %v", what, b.Name(), err)
 				}
@@ -404,8 +422,10 @@ func runModel(t *testing.T, r *rand.Rand, name string, newSim func(*rand.Rand) s
 					t.Fatalf("%s on %s: script replied %v, model %v", what, b.Name(), got, c.want)
 				}
 				if c.write {
-					st.ttlChecks++
-					wantTTL(t, what+" on "+b.Name(), res.PTTL[0], c.life, res.Exact)
+					for k := range keys {
+						st.ttlChecks++
+						wantTTL(t, what+" on "+b.Name()+" "+keys[k], res.PTTL[k], c.lives[k], res.Exact)
+					}
 				}
 				if c.script == "sliding_log" {
 					limit, _ := strconv.ParseInt(c.args[0], 10, 64)
@@ -415,8 +435,7 @@ func runModel(t *testing.T, r *rand.Rand, name string, newSim func(*rand.Rand) s
 				}
 				if c.script != "concurrency_release" && c.want[2] > 0 && probeThis {
 					st.probes++
-					argsAt := func(at int64) []string { return append(slices.Clone(c.args), itoa(at)) }
-					probeRetry(ctx, t, b, source(t, c.script), key, probe, argsAt, c.want[2], now, what+" on "+b.Name())
+					probeRetry(ctx, t, b, source(t, c.script), keys, probes, c.argv, c.want[2], now, what+" on "+b.Name())
 				}
 				if t.Failed() {
 					t.FailNow()

@@ -1,34 +1,61 @@
 -- SlidingLog checks and charges a sliding-log limit: a request is allowed
 -- iff the cost admitted in (now - period, now] plus its own cost is at most
--- limit. Every admitted unit of cost is logged with its time, so the window
--- is exact at µs resolution.
+-- limit. Every admitted request is logged with its time and cost, so the
+-- window is exact at µs resolution.
 --
 -- remaining is the largest cost admitted right after this decision;
--- retry_after is 0 when allowed, -1 when cost > limit, else the time until
--- enough logged units have left the window; reset_after is the time until
--- the log is empty. A denied request and a cost of 0 change nothing.
--- Times are in µs.
+-- retry_after is 0 when allowed, -1 when cost > limit, else the exact time
+-- until enough logged cost has left the window; reset_after is the time
+-- until the log is empty. A denied request, a cost of 0 and a peek change nothing.
+-- Times are in µs. Memory is bounded by the requests admitted in the last
+-- period, whatever their cost; a call makes O(log n) Redis calls for n
+-- logged requests.
 --
 -- @script sliding_log
--- @key log            sorted set: one member per admitted unit, scored by its time in µs
+-- @key log            sorted set: one member per admitted request, scored by its time in µs
 -- @arg limit int      units admitted per period, >= 1
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until the log is empty
 
--- State: a request of cost c adds c members "<now>:<i>" scored now, where i
--- continues the count of members already scored now, so members stay unique
--- when requests share a timestamp (members with one score are only ever
--- removed together). Units at or before now - period are removed when a
--- request is admitted; a denied request only reads. Memory: at most limit
--- members, since units are added only after the expired ones are removed and
--- only when the units left plus the new ones fit in limit. TTL: until the
--- newest unit leaves the window, rounded up to whole ms. Work per call:
--- O(log limit + cost).
+-- State: an admitted request of cost c > 0 adds one member "<total>:<c>"
+-- scored by its time, where total is the running total of the cost logged
+-- so far, itself included, zero-padded to 16 digits. Totals grow with every
+-- member, so members are unique even when requests share a timestamp, and
+-- the log's order (by score, then by name) is the order of the totals. The
+-- cost in the log from a member m to the newest is newest.total -
+-- (m.total - m.cost): two reads give the cost in the window. Members at or
+-- before now - period are removed when a request is admitted; a denied
+-- request only reads.
+--
+-- Time order: a request whose now is before the newest member's time (a
+-- client clock behind another's) is logged at the newest member's time, so
+-- the order of times stays the order of totals. It counted against every
+-- member after now - period anyway; logged later, it leaves the window
+-- later, which can only make later decisions stricter.
+--
+-- Totals restart at 0 whenever the log empties. A log that stays busy long
+-- enough for its total to pass 2^53 (the last exact Lua integer) is
+-- renumbered: the cost that left the window is subtracted from every member.
+-- Every total is at most limit <= 2^52 after a renumbering, so the next one
+-- comes only when all these members have left the window: no member is
+-- renumbered twice.
+--
+-- Memory: at most one member per request admitted in the last period, and
+-- never more than limit members (each holds a cost >= 1 and the log holds at
+-- most limit after a write); about 50 bytes each. TTL: until the newest
+-- member leaves the window, rounded up to whole ms and at least 2 ms.
+--
+-- Work per call, for n members: an admission makes a constant number of
+-- O(log n) calls (ZREMRANGEBYSCORE also removes the expired members, each
+-- once); a denial finds the member whose leaving lets the cost in by a
+-- binary search over ranks, O(log n) calls of ZRANGE by rank, O(log^2 n)
+-- time in Redis. A renumbering rewrites the log once, O(n log n).
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -94,12 +121,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
@@ -115,55 +147,137 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 local key = KEYS[1]
-local oldest = '(' .. fmt(now - period) -- the window is (now - period, now]
-local used = redis.call('ZCOUNT', key, oldest, '+inf')
+local gone = fmt(now - period) -- members scored at or before it are out of the window (now - period, now]
+local TOTAL_MAX = 2 * MAX -- 2^53: running totals stay exact up to here
+
+-- entry decodes the first member of a ZRANGE ... WITHSCORES reply: its time,
+-- running total and cost; nil when the reply is empty or the member is not
+-- of this script's format.
+local function entry(e)
+  if #e < 2 then
+    return nil
+  end
+  local total, c = string.match(e[1], '^(%d+):(%d+)$')
+  if total == nil or #total ~= 16 then
+    return nil
+  end
+  return tonumber(e[2]), tonumber(total), tonumber(c)
+end
+
+local function name(total, c)
+  return string.format('%016d', total) .. ':' .. fmt(c)
+end
+
+local function foreign()
+  return bad('key ' .. key .. ' holds a member not written by this script')
+end
+
+-- used: the cost logged after now - period; base: the running total just
+-- before the first member counted; newest: the time and total of the newest
+-- member.
+local used, base, newest_at, newest_total = 0, 0, nil, 0
+local first_at, first_total
+local first = redis.call('ZRANGEBYSCORE', key, '(' .. gone, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
+if #first > 0 then
+  local first_cost
+  first_at, first_total, first_cost = entry(first)
+  newest_at, newest_total = entry(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES'))
+  if first_at == nil or newest_at == nil then return foreign() end
+  base = first_total - first_cost
+  used = newest_total - base
+end
 
 local allowed, retry, wrote = 0, 0, false
 if cost > limit then
   retry = -1
 elseif used + cost <= limit then
   allowed = 1
-  if cost > 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
-    local at = fmt(now)
-    local seq = redis.call('ZCOUNT', key, at, at)
-    local i = 1
-    while i <= cost do
-      local batch = {}
-      local last = i + 499
-      if last > cost then
-        last = cost
-      end
-      for j = i, last do
-        batch[#batch + 1] = at
-        batch[#batch + 1] = at .. ':' .. fmt(seq + j)
-      end
-      redis.call('ZADD', key, unpack(batch))
-      i = last + 1
+  if cost > 0 and peek then
+    local at = now
+    if newest_at ~= nil and newest_at > now then
+      at = newest_at
     end
+    newest_at = at
+    used = used + cost
+  elseif cost > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
+    if used == 0 then
+      newest_total = 0 -- the log is empty: totals restart
+    elseif newest_total > TOTAL_MAX - cost then
+      -- Renumber: subtract base from every total.
+      local all = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
+      redis.call('DEL', key)
+      local i = 1
+      while i <= #all do
+        local batch = {}
+        local last = i + 999
+        if last > #all then
+          last = #all
+        end
+        for j = i, last, 2 do
+          local at, total, c = entry({all[j], all[j + 1]})
+          if at == nil then return foreign() end
+          batch[#batch + 1] = all[j + 1]
+          batch[#batch + 1] = name(total - base, c)
+        end
+        redis.call('ZADD', key, unpack(batch))
+        i = last + 1
+      end
+      newest_total = newest_total - base
+    end
+    local at = now
+    if newest_at ~= nil and newest_at > now then
+      at = newest_at -- keep times in the order of totals (see Time order)
+    end
+    newest_total = newest_total + cost
+    redis.call('ZADD', key, fmt(at), name(newest_total, cost))
+    newest_at = at
     used = used + cost
     wrote = true
   end
 else
-  -- The (used + cost - limit)-th oldest unit in the window must leave it.
-  local e = redis.call('ZRANGEBYSCORE', key, oldest, '+inf', 'WITHSCORES', 'LIMIT', fmt(used + cost - limit - 1), '1')
-  retry = tonumber(e[2]) + period - now
+  -- Members leave the window in rank order. The cost fits once the first
+  -- member whose total reaches target has left, with every member before
+  -- it: binary search over ranks, from the first member counted (rank lo)
+  -- to the newest (rank hi, whose total is base + used >= target).
+  local target = base + used + cost - limit
+  local lo = redis.call('ZCOUNT', key, '-inf', gone)
+  local hi = redis.call('ZCARD', key) - 1
+  local at = newest_at
+  if first_total >= target then
+    hi, at = lo, first_at
+  end
+  while lo < hi do
+    local mid = lo + math.floor((hi - lo) / 2)
+    local m_at, m_total = entry(redis.call('ZRANGE', key, fmt(mid), fmt(mid), 'WITHSCORES'))
+    if m_at == nil then return foreign() end
+    if m_total >= target then
+      hi, at = mid, m_at
+    else
+      lo = mid + 1
+    end
+  end
+  retry = at + period - now
 end
 
 local reset = 0
 if used > 0 then
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  reset = tonumber(newest[2]) + period - now
+  reset = newest_at + period - now
 end
 if wrote then
   expire_in(key, reset)
-elseif redis.call('PTTL', key) == -1 then
+elseif not peek and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = limit - used

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowSHA1 is the SHA1 of sliding_window.lua, as SCRIPT LOAD returns it.
-const SlidingWindowSHA1 = "4c55b8c2487467ec6db04b266b9c28859158bf79"
+const SlidingWindowSHA1 = "05738c5f118bdeafb921794c791d9f2d7a9f4784"
 
 // slidingWindowSource is sliding_window.lua, byte for byte.
 const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-window-counter limit: the
@@ -33,8 +33,8 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- remaining is the largest cost admitted right after this decision;
 -- retry_after is 0 when allowed, -1 when cost > limit, else the exact time
 -- until the same cost is admitted; reset_after is the time until both
--- counts have left the window. A denied request and a cost of 0 change
--- nothing. Times are in µs; limit*period must not exceed 2^52.
+-- counts have left the window. A denied request, a cost of 0 and a peek
+-- change nothing. Times are in µs; limit*period must not exceed 2^52.
 --
 -- @script sliding_window
 -- @key state          hash {w = current window index, c = its count, p = the previous window's count}
@@ -42,6 +42,7 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg peek bool?     decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
@@ -52,7 +53,8 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- (another client's clock runs ahead) is used as if the caller were at that
 -- window's start: the estimate then weighs the previous window fully, which
 -- never admits more. TTL: until the current window's count has left the
--- sliding window, that is the end of the next window, rounded up to whole ms.
+-- sliding window, that is the end of the next window, rounded up to whole ms
+-- and at least 2 ms.
 -- Memory: one hash with three fields per identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
@@ -119,12 +121,17 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
@@ -143,6 +150,11 @@ if err then return bad(err) end
 local now
 now, err = int_arg(4, 'now', 0, MAX, true)
 if err then return bad(err) end
+local peek = ARGV[5]
+if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+end
+peek = peek == '1'
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -177,8 +189,10 @@ elseif prev * (period - e) + (cur + cost) * period <= lp then
   allowed = 1
   if cost > 0 then
     cur = cur + cost
-    redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
-    wrote = true
+    if not peek then
+      redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
+      wrote = true
+    end
   end
 else
   -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
@@ -218,7 +232,7 @@ elseif prev > 0 then
 end
 if wrote then
   expire_in(key, reset)
-elseif st[1] and redis.call('PTTL', key) == -1 then
+elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
   expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
@@ -233,8 +247,8 @@ return {allowed, remaining, retry, reset}`
 // remaining is the largest cost admitted right after this decision;
 // retry_after is 0 when allowed, -1 when cost > limit, else the exact time
 // until the same cost is admitted; reset_after is the time until both
-// counts have left the window. A denied request and a cost of 0 change
-// nothing. Times are in µs; limit*period must not exceed 2^52.
+// counts have left the window. A denied request, a cost of 0 and a peek
+// change nothing. Times are in µs; limit*period must not exceed 2^52.
 var SlidingWindow = &SlidingWindowScript{Script: luart.Script{
 	Name:     "sliding_window",
 	Source:   slidingWindowSource,
@@ -264,6 +278,8 @@ type SlidingWindowArgs struct {
 	Cost int64
 	// Now is ARGV[4]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
+	// Peek is ARGV[5]: decide as for cost and reply as if charged, but write nothing (Limiter.Peek)
+	Peek *bool
 }
 
 // SlidingWindowResult is the reply of sliding_window.lua.
@@ -287,7 +303,7 @@ func (s *SlidingWindowScript) Run(ctx context.Context, client rueidis.CommandCli
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *SlidingWindowScript) Call(keys SlidingWindowKeys, args SlidingWindowArgs) luart.Call {
-	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now)}
+	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

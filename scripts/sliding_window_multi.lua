@@ -1,34 +1,37 @@
 -- SlidingWindowMulti checks several sliding-window-counter limits on one
 -- identity (say 10 per second AND 1000 per hour) and charges all of them or
 -- none: a request is allowed iff every limit admits it, and only then is
--- cost counted in every limit. Each limit behaves exactly as the
--- sliding_window script with the same limit and period.
+-- cost counted in every limit. Each limit has its own key holding exactly
+-- the state the sliding_window script keeps, so a limit checked alone
+-- (sliding_window) or with others (sliding_window_multi, in any order)
+-- spends one quota; on its key, each limit decides exactly as
+-- sliding_window with the same limit and period.
 --
 -- remaining is the smallest remaining over the limits; retry_after is 0
 -- when allowed, -1 when cost exceeds some limit, else the largest
 -- retry_after over the limits (the first moment all of them admit: each
 -- estimate only falls while nothing is charged); reset_after is the largest
--- reset_after; limiting is the 1-based position in limits of the limit that
+-- reset_after; limiting is the 1-based position of the limit (its key) that
 -- decided: the first with the largest retry_after when denied (the first
 -- too small when -1), the first with the smallest remaining when allowed. A
 -- denied request and a cost of 0 change nothing. Times are in µs.
 --
 -- @script sliding_window_multi
--- @key state          hash: one field "limit:period" per limit, holding "w:c:p" as in sliding_window
--- @arg limits string  comma-separated limit:period pairs, e.g. "10:1000000,1000:3600000000"; at most 16, no repeats
+-- @key states...      one hash {w, c, p} per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg limits int...  limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's counts have left their windows
--- @return limiting int      1-based position in limits of the limit that decided
+-- @return limiting int      1-based position of the limit (its key) that decided
 
--- State: fields are named by the normalized limit, so reordering the limits
--- keeps their state, and a changed limit starts afresh. When the script
--- writes, it also deletes fields of limits no longer given whose counts have
--- left their windows; memory is one field per limit in use. TTL: until the
--- last count of any field has left its window, rounded up to whole ms.
+-- State: each key as in sliding_window, {w, c, p}: the current window index,
+-- its count and the previous window's count. Each key gets its own TTL, until
+-- its own counts have left the sliding window, rounded up to whole ms and at
+-- least 2 ms, whenever the request is admitted. Memory: one hash with three
+-- fields per limit and identity.
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
@@ -94,59 +97,74 @@ local function gcd(a, b)
   return a
 end
 
--- expire_in gives key a TTL of us rounded up to whole ms, or deletes it when
--- its useful life is over.
+-- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
+-- or deletes it when its useful life is over. Redis expires a key at a whole
+-- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
+-- drop the key at once); 2 ms always outlive 1 ms.
 local function expire_in(key, us)
   if us <= 0 then
     redis.call('DEL', key)
   else
+    if us < 2000 then
+      us = 2000
+    end
     redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
   end
 end
 
--- parse_limits returns the limits as a list of {limit, period, field}, or nil
--- and a message.
-local function parse_limits(s)
-  if s == nil or s == '' then
-    return nil, 'limits is required'
+local n = #KEYS
+if n < 1 or n > 16 then
+  return bad('want 1 to 16 keys, one per limit, got ' .. fmt(n))
+end
+if #ARGV ~= 2 + 2 * n then
+  local keys = 'keys'
+  if n == 1 then
+    keys = 'key'
   end
-  if #s > 1024 then
-    return nil, 'limits is longer than 1024 bytes'
+  return bad('want cost, now and 2 numbers (limit, period) per key: ' .. fmt(2 + 2 * n) .. ' arguments for ' .. fmt(n) .. ' ' .. keys .. ', got ' .. fmt(#ARGV))
+end
+local seen = {}
+for i = 1, n do
+  if seen[KEYS[i]] then
+    return bad('key ' .. fmt(i) .. ' repeats key ' .. fmt(seen[KEYS[i]]))
   end
-  local out, seen = {}, {}
-  for item in string.gmatch(s .. ',', '([^,]*),') do
-    local n = #out + 1
-    if n > 16 then
-      return nil, 'at most 16 limits'
-    end
-    local a, b = string.match(item, '^(%d+):(%d+)$')
-    if not a or #a > 16 or #b > 16 then
-      return nil, 'limit ' .. fmt(n) .. ': want limit:period as decimal integers, got "' .. string.sub(item, 1, 40) .. '"'
-    end
-    local l, p = tonumber(a), tonumber(b)
-    if l < 1 or l > MAX or p < 1 or p > MAX_PERIOD or l * p > MAX then
-      return nil, 'limit ' .. fmt(n) .. ': want limit >= 1, 1 <= period <= ' .. fmt(MAX_PERIOD) .. ' and limit*period <= ' .. fmt(MAX) .. ', got "' .. item .. '"'
-    end
-    local field = fmt(l) .. ':' .. fmt(p)
-    if seen[field] then
-      return nil, 'limit ' .. fmt(n) .. ': ' .. field .. ' repeats limit ' .. fmt(seen[field])
-    end
-    seen[field] = n
-    out[n] = {limit = l, period = p, field = field}
+  seen[KEYS[i]] = i
+end
+local cost, err = int_arg(1, 'cost', 0, MAX)
+if err then return bad(err) end
+local now
+now, err = int_arg(2, 'now', 0, MAX, true)
+if err then return bad(err) end
+local limits = {}
+for i = 1, n do
+  local at = 2 + 2 * (i - 1)
+  local name = 'limit ' .. fmt(i) .. ': '
+  local limit, period
+  limit, err = int_arg(at + 1, name .. 'limit', 1, MAX)
+  if err then return bad(err) end
+  period, err = int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
+  if err then return bad(err) end
+  if limit * period > MAX then
+    return bad(name .. 'limit*period must not exceed ' .. fmt(MAX))
   end
-  return out, nil
+  limits[i] = {key = KEYS[i], limit = limit, period = period}
+end
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- load reads a field value "w:c:p" for a window of length period at now;
--- it returns the current window, the time the decision is made at (later
--- than now only when the state is ahead of the caller's clock), and the
--- current and previous counts.
-local function load(v, period, now)
+-- Evaluate every limit as sliding_window does on its key.
+local allowed, retry, limiting = 1, 0, 0
+for i, s in ipairs(limits) do
+  local period = s.period
+  local st = redis.call('HMGET', s.key, 'w', 'c', 'p')
+  local sw, sc, sp = tonumber(st[1] or ''), tonumber(st[2] or ''), tonumber(st[3] or '')
+  s.found = st[1] and true
   local win = divmod(now, period)
-  local at, cur, prev = now, 0, 0
-  local a, b, c = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-  if a then
-    local sw, sc, sp = tonumber(a), tonumber(b), tonumber(c)
+  local at = now -- the time the decision is made at (later than now only when the state is ahead)
+  local cur, prev = 0, 0
+  if sw and sc and sp then
     if sw > win then
       win = sw
       at = win * period
@@ -157,61 +175,26 @@ local function load(v, period, now)
       prev = sc
     end
   end
-  return win, at, cur, prev
-end
-
--- reset_of is the time from now until both counts have left the window.
-local function reset_of(period, win, at, cur, prev, now)
-  local e = at - win * period
-  if cur > 0 then
-    return 2 * period - e + at - now
-  elseif prev > 0 then
-    return period - e + at - now
-  end
-  return 0
-end
-
-local limits, err = parse_limits(ARGV[1])
-if err then return bad(err) end
-local cost
-cost, err = int_arg(2, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(3, 'now', 0, MAX, true)
-if err then return bad(err) end
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
-local key = KEYS[1]
-local flat = redis.call('HGETALL', key)
-local fields = {}
-for i = 1, #flat, 2 do
-  fields[flat[i]] = flat[i + 1]
-end
-
--- Evaluate every limit as sliding_window does.
-local allowed, retry, limiting = 1, 0, 0
-for i, s in ipairs(limits) do
-  local period = s.period
-  s.win, s.at, s.cur, s.prev = load(fields[s.field], period, now)
-  local e = s.at - s.win * period
+  local e = at - win * period -- time elapsed in the current window
+  s.win, s.cur, s.prev, s.e, s.skew = win, cur, prev, e, at - now
   if cost > s.limit then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
     allowed = 0
-  elseif s.prev * (period - e) + (s.cur + cost) * period > s.limit * period then
+  elseif prev * (period - e) + (cur + cost) * period > s.limit * period then
     allowed = 0
-    local free = (s.limit - s.cur - cost) * period
+    -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
+    local free = (s.limit - cur - cost) * period
     local w
-    if s.prev > 0 and free >= s.prev then
-      w = period - e - divmod(free, s.prev)
+    if prev > 0 and free >= prev then
+      w = period - e - divmod(free, prev)
     else
+      -- In the next window prev' = cur and cur' = 0, at e' = w - (period - e):
+      -- cur*(period-e') + cost*period <= limit*period.
       local e2 = 0
-      if s.cur > 0 then
-        e2 = period - divmod((s.limit - cost) * period, s.cur)
+      if cur > 0 then
+        e2 = period - divmod((s.limit - cost) * period, cur)
         if e2 < 0 then
           e2 = 0
         end
@@ -219,53 +202,25 @@ for i, s in ipairs(limits) do
       if e2 < period then
         w = period - e + e2
       else
-        w = 2 * period - e
+        w = 2 * period - e -- both counts gone
       end
     end
-    w = w + s.at - now
+    w = w + s.skew
     if retry ~= -1 and w > retry then
       retry, limiting = w, i
     end
   end
 end
 
-local wrote = false
-if allowed == 1 and cost > 0 then
-  local args = {}
-  local current = {}
-  for _, s in ipairs(limits) do
-    s.cur = s.cur + cost
-    local v = fmt(s.win) .. ':' .. fmt(s.cur) .. ':' .. fmt(s.prev)
-    args[#args + 1] = s.field
-    args[#args + 1] = v
-    current[s.field] = v
-  end
-  redis.call('HSET', key, unpack(args))
-  -- Forget limits no longer given once their counts have left their windows.
-  for f, v in pairs(fields) do
-    if not current[f] then
-      local p = tonumber(string.match(f, '^%d+:(%d+)$') or '')
-      local gone = true
-      if p and p >= 1 and p <= MAX_PERIOD then
-        local win, at, cur, prev = load(v, p, now)
-        gone = reset_of(p, win, at, cur, prev, now) <= 0
-      end
-      if gone then
-        redis.call('HDEL', key, f)
-        fields[f] = nil
-      end
-    end
-  end
-  for f, v in pairs(current) do
-    fields[f] = v
-  end
-  wrote = true
-end
-
+-- Charge every limit when all of them admit; reply and set each key's TTL.
+local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
 for i, s in ipairs(limits) do
-  local period = s.period
-  local e = s.at - s.win * period
+  local period, e = s.period, s.e
+  if wrote then
+    s.cur = s.cur + cost
+    redis.call('HSET', s.key, 'w', fmt(s.win), 'c', fmt(s.cur), 'p', fmt(s.prev))
+  end
   local r = 0
   local room = s.limit * period - s.prev * (period - e) - s.cur * period
   if room > 0 then
@@ -277,26 +232,19 @@ for i, s in ipairs(limits) do
       limiting = i
     end
   end
-  local l = reset_of(period, s.win, s.at, s.cur, s.prev, now)
-  if l > reset then
-    reset = l
+  local life = 0 -- until both counts have left the window
+  if s.cur > 0 then
+    life = 2 * period - e + s.skew
+  elseif s.prev > 0 then
+    life = period - e + s.skew
   end
-end
--- The key lives as long as its longest-lived field.
-local keylife = 0
-for f, v in pairs(fields) do
-  local p = tonumber(string.match(f, '^%d+:(%d+)$') or '')
-  if p and p >= 1 and p <= MAX_PERIOD then
-    local win, at, cur, prev = load(v, p, now)
-    local l = reset_of(p, win, at, cur, prev, now)
-    if l > keylife then
-      keylife = l
-    end
+  if life > reset then
+    reset = life
   end
-end
-if wrote then
-  expire_in(key, keylife)
-elseif #flat > 0 and redis.call('PTTL', key) == -1 then
-  expire_in(key, keylife) -- repair a key found without TTL
+  if wrote then
+    expire_in(s.key, life)
+  elseif s.found and redis.call('PTTL', s.key) == -1 then
+    expire_in(s.key, life) -- repair a key found without TTL
+  end
 end
 return {allowed, remaining, retry, reset, limiting}

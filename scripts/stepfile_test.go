@@ -22,7 +22,8 @@ var update = flag.Bool("update", false, "rewrite the scripts' step files (NAME.s
 // becomes ZREM, an allowed acquire ZADD.
 func stepFile(tb table, script string) string {
 	start := verify.StartTime.UnixMicro()
-	key := "sluice:{" + tb.name + "}:state"
+	keys, _ := tb.keys(step{})
+	key := keys[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "Steps of %s.lua, generated from the table %q in steps_test.go\n", script, tb.name)
 	fmt.Fprintf(&b, "(go test ./scripts -run TestStepFiles -update), which TestStepTables also\n")
@@ -40,22 +41,25 @@ func stepFile(tb table, script string) string {
 					lease, _ := strconv.ParseInt(tb.params[1], 10, 64)
 					pending = append(pending, fmt.Sprintf("do ZADD %s %d %s", key, start+s.at+lease, s.id))
 				}
+			default:
+				panic(fmt.Sprintf("table %s: a step of %s has no stand-in in the step file of %s", tb.name, tb.scriptOf(s), script))
 			}
 			continue
 		}
 		n++
 		fmt.Fprintf(&b, "\n-- step %d --\n", n)
 		fmt.Fprintf(&b, "at %s\n", duration(s.at))
-		fmt.Fprintf(&b, "keys %s\n", key)
-		args := tb.argv(s, false)
-		args[len(args)-1] = "$now"
-		fmt.Fprintf(&b, "args %s\n", strings.Join(args, " "))
+		keys, _ := tb.keys(s)
+		fmt.Fprintf(&b, "keys %s\n", strings.Join(keys, " "))
+		fmt.Fprintf(&b, "args %s\n", strings.Join(tb.argvWith(s, "$now"), " "))
 		for _, c := range pending {
 			fmt.Fprintln(&b, c)
 		}
 		pending = nil
 		if s.persist {
-			fmt.Fprintf(&b, "do PERSIST %s\n", key)
+			for _, k := range keys {
+				fmt.Fprintf(&b, "do PERSIST %s\n", k)
+			}
 		}
 		reply := make([]string, len(s.want))
 		for i, v := range s.want {
@@ -63,27 +67,26 @@ func stepFile(tb table, script string) string {
 		}
 		fmt.Fprintf(&b, "reply [%s]\n", strings.Join(reply, ", "))
 		if s.write != 2 && (tb.writes(s) || s.persist) {
-			life := s.want[resetIndex(script)]
-			if s.ttl != 0 {
-				life = s.ttl
+			for i, k := range keys {
+				ttl := int64(-2)
+				if life := tb.lifeOf(s, i); life > 0 {
+					ttl = ttlMillis(life)
+				}
+				fmt.Fprintf(&b, "ttl %s %d\n", k, ttl)
 			}
-			ttl := int64(-2)
-			if life > 0 {
-				ttl = (life + 999) / 1000
-			}
-			fmt.Fprintf(&b, "ttl %s %d\n", key, ttl)
 		}
 		if s.members != nil {
 			quoted := make([]string, len(s.members))
 			for i, m := range s.members {
-				quoted[i] = strconv.Quote(expandUnit(m, start))
+				name, _, _ := expandMember(m, start)
+				quoted[i] = strconv.Quote(name)
 			}
-			fmt.Fprintf(&b, "expect ZRANGE %s 0 -1 => [%s]\n", key, strings.Join(quoted, ", "))
+			fmt.Fprintf(&b, "expect ZRANGE %s 0 -1 => [%s]\n", keys[0], strings.Join(quoted, ", "))
 		}
 		if s.fields != nil {
-			fmt.Fprintf(&b, "expect HLEN %s => %d\n", key, len(s.fields))
+			fmt.Fprintf(&b, "expect HLEN %s => %d\n", keys[0], len(s.fields))
 			for _, f := range s.fields {
-				fmt.Fprintf(&b, "expect HEXISTS %s %s => 1\n", key, f)
+				fmt.Fprintf(&b, "expect HEXISTS %s %s => 1\n", keys[0], f)
 			}
 		}
 	}

@@ -29,6 +29,7 @@ var tables = []table{
 			rate(5_000_123, 0, 1, 0, 0, 999_877),
 			rate(7_654_321, 1, 1, 2, 0, 345_679),                // TTL 345.679 ms rounds up to 346 ms
 			persist(rate(7_654_321, 3, 0, 2, 345_679, 345_679)), // a denial repairs the TTL too
+			rate(8_999_979, 1, 1, 2, 0, 21),                     // 21 µs of life: TTL 2 ms, never 1 ms
 		},
 	},
 	{
@@ -38,21 +39,48 @@ var tables = []table{
 		steps: []step{
 			rate(0, 1, 1, 2, 0, 1*sec),
 			withMembers(rate(0, 1, 1, 1, 0, 1*sec), // same timestamp: a second, distinct member
-				unit(0, 1), unit(0, 2)),
+				logged(0, 1, 1), logged(0, 2, 1)),
 			rate(400*ms, 0, 1, 1, 0, 600*ms),
 			rate(400*ms, 1, 1, 0, 0, 1*sec),
 			rate(500*ms, 2, 0, 0, 500*ms, 900*ms), // both units at 0 must leave
 			rate(500*ms, 4, 0, 0, -1, 900*ms),
 			rate(999_999, 1, 0, 0, 1, 400_001),
 			withMembers(rate(1*sec, 2, 1, 0, 0, 1*sec), // the units at 0 are out; trimmed on write
-				unit(400*ms, 1), unit(1*sec, 1), unit(1*sec, 2)),
+				logged(400*ms, 3, 1), logged(1*sec, 5, 2)),
 			rate(1*sec, 1, 0, 0, 400*ms, 1*sec),
 			persist(rate(1200*ms, 0, 1, 0, 0, 800*ms)),
 			rate(1400*ms, 1, 1, 0, 0, 1*sec),
-			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL
+			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL: the running total restarts
 			withMembers(rate(9*sec, 0, 1, 0, 0, 1*sec),
-				unit(9*sec, 1), unit(9*sec, 2), unit(9*sec, 3)),
+				logged(9*sec, 3, 3)),
 			rate(9_123_457, 1, 0, 0, 876_543, 876_543),
+		},
+	},
+	{
+		// Weighted requests: retry_after is the time until the request
+		// whose leaving makes room leaves the window, found by binary
+		// search over the log.
+		name:   "sliding_log_weighted",
+		script: "sliding_log",
+		params: []string{"10", "1000000"}, // 10 per sliding 1 s
+		steps: []step{
+			rate(0, 2, 1, 8, 0, 1*sec),
+			rate(100*ms, 3, 1, 5, 0, 1*sec),
+			rate(200*ms, 1, 1, 4, 0, 1*sec),
+			withMembers(rate(300*ms, 4, 1, 0, 0, 1*sec),
+				logged(0, 2, 2), logged(100*ms, 5, 3), logged(200*ms, 6, 1), logged(300*ms, 10, 4)),
+			rate(400*ms, 1, 0, 0, 600*ms, 900*ms),  // the request at 0 must leave
+			rate(400*ms, 3, 0, 0, 700*ms, 900*ms),  // 3 units: the one at 100 ms too
+			rate(400*ms, 5, 0, 0, 700*ms, 900*ms),  // 5 units: exactly those two
+			rate(400*ms, 6, 0, 0, 800*ms, 900*ms),  // 6: the one at 200 ms too
+			rate(400*ms, 7, 0, 0, 900*ms, 900*ms),  // 7: all four
+			rate(400*ms, 10, 0, 0, 900*ms, 900*ms), // 10: all four
+			rate(400*ms, 11, 0, 0, -1, 900*ms),
+			rate(1050*ms, 3, 0, 2, 50*ms, 250*ms), // the request at 0 is out: 8 counted
+			withMembers(rate(1100*ms, 3, 1, 2, 0, 1*sec), // trimmed: the totals go on
+				logged(200*ms, 6, 1), logged(300*ms, 10, 4), logged(1100*ms, 13, 3)),
+			rate(1100*ms, 5, 0, 2, 200*ms, 1*sec), // 3 units must leave: those at 200 and 300 ms
+			rate(1100*ms, 9, 0, 2, 1*sec, 1*sec),  // 7 units: all three
 		},
 	},
 	{
@@ -111,59 +139,68 @@ var tables = []table{
 		},
 	},
 	{
+		// Each limit has its own key, holding what gcra keeps: {tat, r}.
 		name:   "gcra_multi",
 		script: "gcra_multi",
-		params: []string{"2:1000000:2,3:10000000:3"}, // 2 per s (burst 2) AND 3 per 10 s (burst 3)
+		limits: [][]string{{"2", "1000000", "2"}, {"3", "10000000", "3"}}, // 2 per s (burst 2) AND 3 per 10 s (burst 3)
 		steps: []step{
-			withFields(rate(0, 1, 1, 1, 0, 3_333_334, 1), "2:1000000:2", "3:10000000:3"),
-			rate(0, 1, 1, 0, 0, 6_666_667, 1),
-			rate(0, 1, 0, 0, 500*ms, 6_666_667, 1),                                                     // the 2/s limit decides
-			rate(500*ms, 1, 1, 0, 0, 9_500_000, 1),                                                     // TAT of 3/10 s carries a whole µs
-			rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 2),                                                  // now the 3/10 s limit decides
-			rate(1*sec, 4, 0, 0, -1, 9*sec, 1),                                                         // cost above the first burst
-			rate(1*sec, 0, 1, 0, 0, 9*sec, 2),                                                          // a peek names the tightest limit
-			persist(withParams(rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 1), "3:10000000:3,2:1000000:2")), // reordered: same state
-			withParams(rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 1), "3:10000000:03,02:1000000:2"),        // leading zeros: same limits
-			rate(3_333_334, 1, 1, 0, 0, 10*sec, 2),
+			withFields(withLives(rate(0, 1, 1, 1, 0, 3_333_334, 1), 500*ms, 3_333_334), "tat", "r"),
+			withLives(rate(0, 1, 1, 0, 0, 6_666_667, 1), 1*sec, 6_666_667),
+			rate(0, 1, 0, 0, 500*ms, 6_666_667, 1),                                                // the 2/s limit decides
+			withLives(rate(500*ms, 1, 1, 0, 0, 9_500_000, 1), 1*sec, 9_500_000),                   // TAT of 3/10 s carries a whole µs
+			rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 2),                                             // now the 3/10 s limit decides
+			rate(1*sec, 4, 0, 0, -1, 9*sec, 1),                                                    // cost above the first burst
+			rate(1*sec, 0, 1, 0, 0, 9*sec, 2),                                                     // a peek names the tightest limit
+			persist(using(rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 1), []int{2, 1}, 9*sec, 500*ms)), // reordered: same states; each key's TTL repaired
+			using(rate(1*sec, 1, 0, 0, 2_333_334, 9*sec, 1), []int{2}),                            // one limit alone
+			withLives(rate(3_333_334, 1, 1, 0, 0, 10*sec, 2), 500*ms, 10*sec),                     // each key lives as long as its own TAT
 		},
 	},
 	{
-		name:   "gcra_multi_forget",
+		// gcra on one limit's key and gcra_multi on all, in either order,
+		// spend one quota.
+		name:   "gcra_multi_shared",
 		script: "gcra_multi",
-		params: []string{"2:1000000:2,1:100000000:1"}, // 2 per s AND 1 per 100 s
+		limits: [][]string{{"2", "1000000", "2"}, {"1", "100000000", "1"}}, // 2 per s AND 1 per 100 s
 		steps: []step{
-			rate(0, 1, 1, 0, 0, 100*sec, 2),
-			// Other limits: the 2/s field has lapsed and is deleted; the 1/100 s
-			// field is still in use and keeps the key alive.
-			{at: 2 * sec, cost: 2, params: []string{"5:1000000:5"}, want: []int64{1, 3, 0, 400 * ms, 1}, ttl: 98 * sec,
-				fields: []string{"1:100000000:1", "5:1000000:5"}},
-			{at: 2 * sec, cost: 2, params: []string{"1:100000000:1"}, want: []int64{0, 0, -1, 98 * sec, 1}},
+			using(step{at: 0, cost: 1, script: "gcra", want: []int64{1, 1, 0, 500 * ms}}, []int{1}),
+			withLives(rate(0, 1, 1, 0, 0, 100*sec, 1), 1*sec, 100*sec),
+			using(rate(0, 1, 0, 0, 100*sec, 100*sec, 1), []int{2, 1}), // 1 per 100 s decides, first in this call
+			using(step{at: 500 * ms, cost: 1, script: "gcra", want: []int64{1, 0, 0, 1 * sec}}, []int{1}),
+			using(step{at: 500 * ms, cost: 0, script: "gcra", want: []int64{1, 0, 0, 99_500 * ms}}, []int{2}),
+			rate(1*sec, 1, 0, 0, 99*sec, 99*sec, 2),
 		},
 	},
 	{
+		// Each limit has its own key, holding what sliding_window keeps:
+		// {w, c, p}.
 		name:   "sliding_window_multi",
 		script: "sliding_window_multi",
-		params: []string{"2:1000000,3:10000000"}, // 2 per s AND 3 per 10 s
+		limits: [][]string{{"2", "1000000"}, {"3", "10000000"}}, // 2 per s AND 3 per 10 s
 		steps: []step{
-			withFields(rate(0, 1, 1, 1, 0, 20*sec, 1), "2:1000000", "3:10000000"),
-			rate(500*ms, 1, 1, 0, 0, 19_500_000, 1),
+			withFields(withLives(rate(0, 1, 1, 1, 0, 20*sec, 1), 2*sec, 20*sec), "w", "c", "p"),
+			withLives(rate(500*ms, 1, 1, 0, 0, 19_500_000, 1), 1500*ms, 19_500_000),
 			rate(1200*ms, 1, 0, 0, 300*ms, 18_800_000, 1),
-			rate(1500*ms, 1, 1, 0, 0, 18_500_000, 1),
+			withLives(rate(1500*ms, 1, 1, 0, 0, 18_500_000, 1), 1500*ms, 18_500_000),
 			rate(2*sec, 1, 0, 0, 11_333_334, 18*sec, 2),
 			rate(2*sec, 3, 0, 0, -1, 18*sec, 1),
-			persist(withParams(rate(2*sec, 1, 0, 0, 11_333_334, 18*sec, 1), "3:10000000,2:1000000")),
-			rate(13_333_334, 1, 1, 0, 0, 16_666_666, 2),
+			persist(using(rate(2*sec, 1, 0, 0, 11_333_334, 18*sec, 1), []int{2, 1}, 18*sec, 1*sec)),
+			withLives(rate(13_333_334, 1, 1, 0, 0, 16_666_666, 2), 1_666_666, 16_666_666),
 			rate(13_333_334, 0, 1, 0, 0, 16_666_666, 2), // a peek
 		},
 	},
 	{
-		name:   "sliding_window_multi_forget",
+		// sliding_window on one limit's key and sliding_window_multi on
+		// all, in either order, spend one quota.
+		name:   "sliding_window_multi_shared",
 		script: "sliding_window_multi",
-		params: []string{"2:1000000,1:100000000"},
+		limits: [][]string{{"2", "1000000"}, {"1", "100000000"}}, // 2 per s AND 1 per 100 s
 		steps: []step{
-			rate(0, 1, 1, 0, 0, 200*sec, 2),
-			{at: 3 * sec, cost: 2, params: []string{"5:1000000"}, want: []int64{1, 3, 0, 2 * sec, 1}, ttl: 197 * sec,
-				fields: []string{"1:100000000", "5:1000000"}},
+			using(step{at: 0, cost: 1, script: "sliding_window", want: []int64{1, 1, 0, 2 * sec}}, []int{1}),
+			withLives(rate(0, 1, 1, 0, 0, 200*sec, 1), 2*sec, 200*sec),
+			using(rate(500*ms, 1, 0, 0, 199_500*ms, 199_500*ms, 1), []int{2, 1}),
+			using(step{at: 2 * sec, cost: 2, script: "sliding_window", want: []int64{1, 0, 0, 2 * sec}}, []int{1}),
+			rate(2*sec, 0, 1, 0, 0, 198*sec, 1),
 		},
 	},
 }
@@ -183,11 +220,15 @@ var skewTables = []table{
 		},
 	},
 	{
+		// The log keeps its members in time order: a request from a clock
+		// behind the newest member is logged at that member's time, which
+		// only keeps it in the window longer.
 		name: "sliding_log_skew", script: "sliding_log", params: []string{"2", "1000000"},
 		steps: []step{
 			rate(1*sec, 1, 1, 1, 0, 1*sec),
-			rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
-			rate(600*ms, 1, 0, 0, 1*sec, 1400*ms),
+			withMembers(rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
+				logged(1*sec, 1, 1), logged(1*sec, 2, 1)),
+			rate(600*ms, 1, 0, 0, 1400*ms, 1400*ms),
 		},
 	},
 	{

@@ -1,0 +1,25 @@
+package sluicegin_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluice-go/sluice/adapters/conformance"
+	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/adapters/httplimit"
+)
+
+func TestGinClientIP(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	conformance.ClientIPCase(t, func(mw *httplimit.Middleware, use bool) http.Handler {
+		e := gin.New()
+		if err := e.SetTrustedProxies([]string{"10.0.0.0/8"}); err != nil {
+			t.Fatal(err)
+		}
+		e.Use(sluicegin.Middleware(mw, sluicegin.Options{GinClientIP: use}))
+		e.GET("/items/:id", func(c *gin.Context) {})
+		return e
+	})
+}

@@ -1,0 +1,28 @@
+package sluicegin_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluice-go/sluice/adapters/conformance"
+	sluicegin "github.com/sluice-go/sluice/adapters/gin"
+	"github.com/sluice-go/sluice/adapters/httplimit"
+)
+
+func TestConformance(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	conformance.Run(t, conformance.Framework{
+		Name:     "gin",
+		Template: conformance.ColonMethod,
+		Build: func(mw *httplimit.Middleware, routes []conformance.Route) http.Handler {
+			e := gin.New()
+			e.Use(sluicegin.Middleware(mw, sluicegin.Options{}))
+			for _, rt := range routes {
+				e.Handle(rt.Method, conformance.Colon(rt.Method, rt.Path), gin.WrapF(rt.Handler))
+			}
+			return e
+		},
+	})
+}

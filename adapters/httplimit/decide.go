@@ -1,0 +1,271 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Decision is what the middleware decided for one request.
+type Decision struct {
+	// Route is the route template the request was matched to.
+	Route string
+	// Status is http.StatusOK when the request proceeds,
+	// http.StatusTooManyRequests when a policy denied it, and
+	// http.StatusServiceUnavailable when it was denied only because the
+	// Limiter failed closed (Redis unavailable).
+	Status int
+	// Outcomes holds one entry per policy that applied, in order: the
+	// common policies, the route's, then the tier's. A concurrency policy
+	// is left out when the request was denied before its turn.
+	Outcomes []Outcome
+	// RetryAfter is the wait sent in Retry-After (whole seconds, at least
+	// 1) when denied.
+	RetryAfter time.Duration
+	// Degraded reports that at least one decision came from the failure
+	// policy.
+	Degraded bool
+
+	leases []lease
+	err    error
+}
+
+// Outcome is one policy's part of a Decision.
+type Outcome struct {
+	// Policy is the policy's name.
+	Policy string
+	// Limit is the policy's limit.
+	Limit sluice.Limit
+	// Result is the Limiter's answer. When the request was denied by
+	// another policy before this one was charged, it is the answer of a
+	// Peek (nothing charged).
+	Result sluice.Result
+	// Cost is the cost the request was weighed at.
+	Cost int64
+	// Denied reports that this policy would not admit the request.
+	Denied bool
+	// Shadow reports that the policy is in shadow mode: a denial was
+	// counted and logged, not enforced.
+	Shadow bool
+
+	p     *policy
+	key   string
+	asked bool // the Limiter answered for this policy
+}
+
+// Violated returns the names of the enforced policies that denied.
+func (d *Decision) Violated() []string {
+	var out []string
+	for _, o := range d.Outcomes {
+		if o.Denied && !o.Shadow {
+			out = append(out, o.Policy)
+		}
+	}
+	return out
+}
+
+type lease struct {
+	policy *policy
+	lease  sluice.Lease
+}
+
+// applicable lists the policies for r in order: common, route, tier.
+func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
+	sets := [][]*policy{m.base}
+	if route != "" && len(m.routes) > 0 {
+		if ps, ok := m.routes[r.Method+" "+route]; ok {
+			sets = append(sets, ps)
+		} else if ps, ok := m.routes[route]; ok {
+			sets = append(sets, ps)
+		}
+	}
+	if m.tier != nil && len(m.tiers) > 0 {
+		ps, ok := m.tiers[m.tier(r)]
+		if !ok {
+			ps = m.tiers[m.deftier]
+		}
+		sets = append(sets, ps)
+	}
+	return sets
+}
+
+// decide runs every applicable policy.
+//
+// One rate policy is one AllowN. With several, each is first asked for the
+// quota left (AllowN with cost 0, nothing written); if a peek shows an enforced policy cannot admit the
+// cost, that policy alone is asked with AllowN for the authoritative answer
+// (a denial charges nothing), and when it denies, no policy is charged.
+// Otherwise every policy is charged in order with AllowN. Between a peek
+// and a charge another request can spend the quota: then a later policy
+// denies after earlier ones were charged, and those charges stay (at most
+// one request's cost per policy, only under that race). Concurrency
+// policies are acquired last, only for requests the rate policies admitted.
+func (m *Middleware) decide(r *http.Request, route string) *Decision {
+	d := &Decision{Route: route, Status: http.StatusOK}
+	ctx := r.Context()
+	var rate, conc []int
+	for _, set := range m.applicable(r, route) {
+		for _, p := range set {
+			k, ok := p.Key(r)
+			if !ok {
+				continue
+			}
+			cost := int64(1)
+			if p.Cost != nil && !p.conc {
+				cost = p.Cost(r)
+				if cost < 0 {
+					d.err = fmt.Errorf("httplimit: policy %q: negative cost %d", p.Policy.Name, cost)
+					return d
+				}
+			}
+			d.Outcomes = append(d.Outcomes, Outcome{Policy: p.Policy.Name, Limit: p.Limit, Cost: cost,
+				Shadow: m.shadow || p.Shadow, p: p, key: boundKey(k)})
+			if p.conc {
+				conc = append(conc, len(d.Outcomes)-1)
+			} else {
+				rate = append(rate, len(d.Outcomes)-1)
+			}
+		}
+	}
+	charge := func(i int) bool {
+		o := &d.Outcomes[i]
+		res, err := m.lim.AllowN(ctx, o.key, o.Limit, o.Cost)
+		if err != nil {
+			d.err = err
+			return false
+		}
+		o.Result, o.Denied, o.asked = res, !res.Allowed, true
+		return true
+	}
+	charged := make([]bool, len(d.Outcomes))
+	if len(rate) > 1 {
+		for _, i := range rate {
+			o := &d.Outcomes[i]
+			res, err := m.lim.AllowN(ctx, o.key, o.Limit, 0) // cost 0: the quota left, nothing written
+			if err != nil {
+				d.err = err
+				return d
+			}
+			o.Result, o.asked = res, true
+			if !res.Allowed {
+				o.Denied, charged[i] = true, true // failed closed: that is the answer
+			} else if res.Remaining < o.Cost {
+				o.Denied = true
+			}
+		}
+		for _, i := range rate {
+			if o := &d.Outcomes[i]; o.Denied && !charged[i] && !o.Shadow {
+				if !charge(i) {
+					return d
+				}
+				charged[i] = true
+			}
+		}
+	}
+	if !d.denied() {
+		for _, i := range rate {
+			if charged[i] {
+				continue
+			}
+			if !charge(i) {
+				return d
+			}
+			charged[i] = true
+			if d.denied() {
+				break
+			}
+		}
+	}
+	if !d.denied() {
+		for _, i := range conc {
+			o := &d.Outcomes[i]
+			l, res, err := m.lim.Acquire(ctx, o.key, o.Limit)
+			if err != nil {
+				d.err = err
+				m.release(r, d.leases)
+				d.leases = nil
+				return d
+			}
+			o.Result, o.Denied, o.asked = res, !res.Allowed, true
+			if res.Allowed {
+				d.leases = append(d.leases, lease{o.p, l})
+			} else if !o.Shadow {
+				m.release(r, d.leases)
+				d.leases = nil
+				break
+			}
+		}
+	}
+	// Concurrency policies never asked (the request was denied first) are
+	// left out: they have nothing to report.
+	d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	m.settle(r, d)
+	return d
+}
+
+// denied reports whether an enforced policy denied.
+func (d *Decision) denied() bool {
+	for _, o := range d.Outcomes {
+		if o.Denied && !o.Shadow {
+			return true
+		}
+	}
+	return false
+}
+
+// settle sets Status, RetryAfter and Degraded, logs shadow denials and
+// records metrics.
+func (m *Middleware) settle(r *http.Request, d *Decision) {
+	onlyDegraded := true
+	var wait int64
+	for i := range d.Outcomes {
+		o := &d.Outcomes[i]
+		if o.Result.Degraded {
+			d.Degraded = true
+		}
+		m.metrics.record(r.Context(), o)
+		if !o.Denied {
+			continue
+		}
+		if o.Shadow {
+			m.log.Info("httplimit: shadow policy would deny", "policy", o.Policy, "route", d.Route,
+				"retry_after", o.Result.RetryAfter)
+			continue
+		}
+		if !o.Result.Degraded {
+			onlyDegraded = false
+		}
+		wait = max(wait, resetSeconds(o))
+	}
+	if !d.denied() {
+		return
+	}
+	d.Status = http.StatusTooManyRequests
+	if onlyDegraded && m.lim.FailurePolicy() == sluice.FailClosed {
+		// Denied only because Redis is unavailable and the Limiter fails
+		// closed; a FailLocal denial is a quota decision (429).
+		d.Status = http.StatusServiceUnavailable
+	}
+	d.RetryAfter = time.Duration(max(wait, 1)) * time.Second
+}
+
+// resetSeconds is the t parameter of o: on a denial the whole seconds until
+// the same cost is admitted (the window w when it never fits); otherwise
+// until the quota is whole again (ResetAfter). Concurrency policies that
+// admitted report no t (-1): when a slot frees is not known.
+func resetSeconds(o *Outcome) int64 {
+	res := o.Result
+	switch {
+	case o.Denied && res.RetryAfter == sluice.RetryNever:
+		return max(o.p.window, 1)
+	case o.Denied:
+		return max(ceilSeconds(res.RetryAfter), 1)
+	case o.p.conc:
+		return -1
+	default:
+		return ceilSeconds(res.ResetAfter)
+	}
+}

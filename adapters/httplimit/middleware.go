@@ -1,0 +1,303 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sluice-go/sluice"
+)
+
+// HeaderMode chooses the rate-limit headers written on every response.
+type HeaderMode int
+
+const (
+	// HeadersDraft (the default) writes RateLimit-Policy and RateLimit as
+	// defined by draft-ietf-httpapi-ratelimit-headers-11.
+	HeadersDraft HeaderMode = iota
+	// HeadersLegacy writes X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (Unix seconds) for the most restrictive policy.
+	HeadersLegacy
+	// HeadersBoth writes both sets.
+	HeadersBoth
+	// HeadersNone writes no rate-limit headers; a denial still carries
+	// Retry-After.
+	HeadersNone
+)
+
+// Config configures a Middleware. Only Limiter and at least one policy
+// are required; every other zero value is a sensible default.
+type Config struct {
+	// Limiter makes the decisions (required).
+	Limiter *sluice.Limiter
+	// Policies apply to every request that is not exempt.
+	Policies []Policy
+	// Routes adds policies per route template, spelled as the router
+	// spells it ("/items/{id}" for net/http and chi, "/items/:id" for gin
+	// and echo), optionally preceded by a method and a space: "POST
+	// /upload" applies to POST requests only, "/upload" to every method.
+	// When both match, only the method's entry applies. net/http patterns
+	// that name a method ("GET /items/{id}") are used as they are. Route
+	// policies apply in addition to Policies; requests no route matched
+	// (404s) have route "".
+	Routes map[string][]Policy
+	// Tiers adds the policies of the request's tier, as named by Tier
+	// (anonymous, free, pro, ...). A tier Tier does not know is DefaultTier.
+	Tiers map[string][]Policy
+	// Tier names the tier of a request, typically from the verified
+	// claims the authentication middleware stored in its context.
+	// Required with Tiers.
+	Tier func(r *http.Request) string
+	// DefaultTier is the tier of requests whose tier is not in Tiers
+	// (required with Tiers, and must be one of them).
+	DefaultTier string
+	// Exempt reports requests no policy applies to (health checks,
+	// metrics scrapes). They get no rate-limit headers.
+	Exempt func(r *http.Request, route string) bool
+	// Shadow puts every policy in shadow mode: decisions are made,
+	// counted, logged and reported in headers, but nothing is denied.
+	Shadow bool
+	// Headers chooses the header set (default HeadersDraft).
+	Headers HeaderMode
+	// PartitionKeySecret, when set (at least 16 bytes, the same on every
+	// replica), adds a pk parameter to each RateLimit and RateLimit-Policy
+	// item: the first 96 bits of HMAC-SHA256(secret, policy and identity),
+	// so a client can tell its quotas apart without learning, or being able
+	// to guess, the identity behind them.
+	PartitionKeySecret []byte
+	// DegradedHeader, when set, names a response header set to "?1" when a
+	// decision came from the failure policy because Redis was unavailable.
+	// Off by default: it tells clients, attackers included, that limits
+	// are not being enforced.
+	DegradedHeader string
+	// DenyHandler writes the response of a denied request (429, or 503 when
+	// the limiter fails closed). The rate-limit headers and Retry-After
+	// are already set. Default: WriteProblem with d.Problem(r).
+	DenyHandler func(w http.ResponseWriter, r *http.Request, d *Decision)
+	// Logger receives shadow denials (Info) and limiter errors (Error);
+	// default slog.Default().
+	Logger *slog.Logger
+	// MeterProvider, when set, records the counter sluice.http.decisions
+	// with attributes sluice.policy and sluice.http.outcome (allowed,
+	// denied, shadow_denied). The Limiter records its own metrics.
+	MeterProvider metric.MeterProvider
+	// Clock is the time X-RateLimit-Reset counts from (default time.Now).
+	Clock func() time.Time
+}
+
+// Middleware applies a Config to HTTP requests. It is safe for concurrent
+// use. Handler and Wrap serve net/http; the framework adapters call Serve.
+type Middleware struct {
+	lim     *sluice.Limiter
+	base    []*policy
+	routes  map[string][]*policy
+	tiers   map[string][]*policy
+	tier    func(*http.Request) string
+	deftier string
+	exempt  func(*http.Request, string) bool
+	shadow  bool
+	headers HeaderMode
+	secret  []byte
+	degHdr  string
+	deny    func(http.ResponseWriter, *http.Request, *Decision)
+	log     *slog.Logger
+	clock   func() time.Time
+	metrics *metrics
+}
+
+// ErrConfig means New was given a Config it cannot use; the wrapping error
+// says which field and why.
+var ErrConfig = errors.New("httplimit: invalid config")
+
+// New validates cfg and returns a Middleware.
+func New(cfg Config) (*Middleware, error) {
+	bad := func(err error) (*Middleware, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
+	if cfg.Limiter == nil {
+		return bad(errors.New("httplimit: no Limiter"))
+	}
+	if cfg.Headers < HeadersDraft || cfg.Headers > HeadersNone {
+		return bad(fmt.Errorf("httplimit: unknown HeaderMode %d", int(cfg.Headers)))
+	}
+	if cfg.PartitionKeySecret != nil && len(cfg.PartitionKeySecret) < 16 {
+		return bad(errors.New("httplimit: PartitionKeySecret must be at least 16 bytes"))
+	}
+	if cfg.DegradedHeader != "" && !validHeaderName(cfg.DegradedHeader) {
+		return bad(fmt.Errorf("httplimit: DegradedHeader %q is not a header name", cfg.DegradedHeader))
+	}
+	m := &Middleware{
+		lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, exempt: cfg.Exempt,
+		shadow: cfg.Shadow, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
+		degHdr: cfg.DegradedHeader, deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
+		routes: map[string][]*policy{}, tiers: map[string][]*policy{},
+	}
+	if m.deny == nil {
+		m.deny = func(w http.ResponseWriter, r *http.Request, d *Decision) { WriteProblem(w, d.Problem(r)) }
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.clock == nil {
+		m.clock = time.Now
+	}
+	var err error
+	if m.base, err = compileAll(cfg.Policies, "Policies"); err != nil {
+		return bad(err)
+	}
+	if err := checkDistinct(m.base); err != nil {
+		return bad(err)
+	}
+	n := len(m.base)
+	for route, ps := range cfg.Routes {
+		if route == "" {
+			return bad(errors.New(`httplimit: Routes has an empty route template`))
+		}
+		if m.routes[route], err = compileAll(ps, fmt.Sprintf("Routes[%q]", route)); err != nil {
+			return bad(err)
+		}
+		if err := checkDistinct(m.base, m.routes[route]); err != nil {
+			return bad(err)
+		}
+		n += len(ps)
+	}
+	if len(cfg.Tiers) > 0 {
+		if cfg.Tier == nil {
+			return bad(errors.New("httplimit: Tiers without a Tier func"))
+		}
+		if _, ok := cfg.Tiers[cfg.DefaultTier]; !ok {
+			return bad(fmt.Errorf("httplimit: DefaultTier %q is not one of Tiers", cfg.DefaultTier))
+		}
+	}
+	for name, ps := range cfg.Tiers {
+		if m.tiers[name], err = compileAll(ps, fmt.Sprintf("Tiers[%q]", name)); err != nil {
+			return bad(err)
+		}
+		if err := checkDistinct(m.base, m.tiers[name]); err != nil {
+			return bad(err)
+		}
+		for _, rp := range m.routes {
+			if err := checkDistinct(m.base, rp, m.tiers[name]); err != nil {
+				return bad(err)
+			}
+		}
+		n += len(ps)
+	}
+	if n == 0 {
+		return bad(errors.New("httplimit: no policies"))
+	}
+	if m.metrics, err = newMetrics(cfg.MeterProvider, m.allPolicies()); err != nil {
+		return bad(err)
+	}
+	return m, nil
+}
+
+func (m *Middleware) allPolicies() []*policy {
+	all := append([]*policy(nil), m.base...)
+	for _, ps := range m.routes {
+		all = append(all, ps...)
+	}
+	for _, ps := range m.tiers {
+		all = append(all, ps...)
+	}
+	return all
+}
+
+// ExemptRoutes returns a Config.Exempt func exempting the given routes,
+// named as Config.Routes names them: "GET /healthz" (that method only) or
+// "/healthz" (every method).
+func ExemptRoutes(routes ...string) func(r *http.Request, route string) bool {
+	set := map[string]bool{}
+	for _, rt := range routes {
+		set[rt] = true
+	}
+	return func(r *http.Request, route string) bool {
+		return route != "" && (set[route] || set[r.Method+" "+route])
+	}
+}
+
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Handler is the net/http middleware. It reads the route template from
+// Request.Pattern, which http.ServeMux sets only once it has routed: wrap
+// each handler you register (mux.Handle("GET /items/{id}", m.Handler(h))),
+// or wrap the whole mux with Wrap.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.Serve(w, r, r.Pattern, next.ServeHTTP)
+	})
+}
+
+// Wrap limits every request to mux, looking up the route template that mux
+// will choose (ServeMux.Handler) before deciding.
+func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, route := mux.Handler(r)
+		m.Serve(w, r, route, mux.ServeHTTP)
+	})
+}
+
+// Serve is the whole middleware, for adapters: it decides whether r may
+// proceed under the policies for route (the route template, "" when none
+// matched), sets the rate-limit headers on w, and then either calls next
+// or writes the denial. It reports whether next was called; an adapter
+// aborts its framework's chain when it was not.
+//
+// Concurrency slots taken for the request are released when next returns,
+// or panics (the panic then continues), with a context that outlives the
+// request's cancellation.
+func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
+	if m.exempt != nil && m.exempt(r, route) {
+		next(w, r)
+		return true
+	}
+	d := m.decide(r, route)
+	if d.err != nil {
+		m.fail(w, r, d.err)
+		return false
+	}
+	m.writeHeaders(w.Header(), d)
+	if d.Status != http.StatusOK {
+		m.deny(w, r, d)
+		return false
+	}
+	if len(d.leases) > 0 {
+		defer m.release(r, d.leases)
+	}
+	next(w, r)
+	return true
+}
+
+// fail answers a request the Limiter returned an error for. The client
+// gets a generic problem; the error is logged.
+func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	if r.Context().Err() != nil {
+		status = http.StatusServiceUnavailable
+		m.log.Debug("httplimit: request ended before the rate-limit decision", "err", err)
+	} else {
+		m.log.Error("httplimit: rate-limit decision failed", "err", err)
+	}
+	WriteProblem(w, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status})
+}
+
+func (m *Middleware) release(r *http.Request, leases []lease) {
+	ctx := context.WithoutCancel(r.Context())
+	for _, l := range leases {
+		if err := m.lim.Release(ctx, l.lease); err != nil {
+			m.log.Warn("httplimit: concurrency slot not released; it frees itself when its lease expires",
+				"policy", l.policy.Policy.Name, "err", err)
+		}
+	}
+}

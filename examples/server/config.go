@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// config is what the command line chose.
+type config struct {
+	addr      string
+	redis     string // "" = embedded miniredis
+	framework string
+	algorithm sluice.Algorithm
+	limit     int64
+	window    time.Duration
+	headers   string
+	failure   sluice.FailurePolicy
+	replicas  int
+	timeout   time.Duration
+}
+
+var (
+	frameworks = []string{"nethttp", "chi", "gin", "echo"}
+	algorithms = []sluice.Algorithm{sluice.AlgGCRA, sluice.AlgFixedWindow, sluice.AlgSlidingWindow, sluice.AlgSlidingLog, sluice.AlgTokenBucket}
+	headerSets = []string{"both", "draft", "legacy", "none"} // see headerModes
+	failures   = map[string]sluice.FailurePolicy{"open": sluice.FailOpen, "closed": sluice.FailClosed, "local": sluice.FailLocal}
+)
+
+// errUsage marks a command line that was already explained to the user.
+var errUsage = errors.New("usage")
+
+// parseFlags parses args; on a bad command line it prints why (and the
+// usage) to stderr and returns errUsage.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var (
+		c         config
+		algorithm string
+		failure   string
+	)
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", "localhost:8080", "listen address (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis")
+	fs.StringVar(&c.framework, "framework", "nethttp", "HTTP stack: "+strings.Join(frameworks, ", "))
+	fs.StringVar(&algorithm, "algorithm", string(sluice.AlgGCRA), "algorithm: "+joinAlgorithms())
+	fs.Int64Var(&c.limit, "limit", 10, "requests per window for each client IP (also the burst of gcra and token_bucket)")
+	fs.DurationVar(&c.window, "window", time.Minute, "window, or refill period of gcra and token_bucket")
+	fs.StringVar(&c.headers, "headers", "both", "rate-limit headers: both (draft RateLimit-* and X-RateLimit-*), draft, legacy, none")
+	fs.StringVar(&failure, "failure", "local", "when Redis is unavailable: local (an in-memory share of the quota; the library's default), open (admit), closed (deny with 503)")
+	fs.IntVar(&c.replicas, "replicas", 1, "with -failure local: how many replicas share the quota")
+	fs.DurationVar(&c.timeout, "timeout", 0, "a fixed bound on each Redis call; past it the -failure policy decides (default: the library's adaptive timeout, 100ms to 1s, following the latency it observes)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP by sluice.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, errUsage // the flag package has printed the error and the usage
+	}
+	bad := func(format string, a ...any) (config, error) {
+		fmt.Fprintf(stderr, "server: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "run 'server -h' for the flags\n")
+		return c, errUsage
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if !slices.Contains(frameworks, c.framework) {
+		return bad("-framework %q: want one of %s", c.framework, strings.Join(frameworks, ", "))
+	}
+	c.algorithm = sluice.Algorithm(algorithm)
+	if !slices.Contains(algorithms, c.algorithm) {
+		return bad("-algorithm %q: want one of %s", algorithm, joinAlgorithms())
+	}
+	if !slices.Contains(headerSets, c.headers) {
+		return bad("-headers %q: want one of %s", c.headers, strings.Join(headerSets, ", "))
+	}
+	p, ok := failures[failure]
+	if !ok {
+		return bad("-failure %q: want open, closed or local", failure)
+	}
+	c.failure = p
+	if c.replicas < 1 {
+		return bad("-replicas %d: want at least 1", c.replicas)
+	}
+	if c.timeout < 0 {
+		return bad("-timeout %v: must not be negative", c.timeout)
+	}
+	if _, err := c.rateLimit(); err != nil {
+		return bad("-limit %d -window %v: %v", c.limit, c.window, err)
+	}
+	return c, nil
+}
+
+// rateLimit builds the limit every rate-limited route shares. Burst is the
+// limit itself, so every algorithm admits -limit requests at once.
+func (c config) rateLimit() (sluice.Limit, error) {
+	switch c.algorithm {
+	case sluice.AlgFixedWindow:
+		return sluice.FixedWindow(c.limit, c.window)
+	case sluice.AlgSlidingWindow:
+		return sluice.SlidingWindow(c.limit, c.window)
+	case sluice.AlgSlidingLog:
+		return sluice.SlidingLog(c.limit, c.window)
+	case sluice.AlgTokenBucket:
+		return sluice.TokenBucket(c.limit, c.window, c.limit)
+	default:
+		return sluice.GCRA(c.limit, c.window, c.limit)
+	}
+}
+
+func joinAlgorithms() string {
+	s := make([]string, len(algorithms))
+	for i, a := range algorithms {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,170 @@
+// Command server is a small HTTP API rate limited per client IP by sluice:
+// the same quota for every replica that shares one Redis.
+//
+//	go run ./examples/server                          # embedded miniredis, no setup
+//	go run ./examples/server -redis redis://127.0.0.1:6379
+//	go run ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//
+// GET / and GET /hello/{name} are rate limited; GET /healthz is not. Every
+// response carries the rate-limit headers; past the quota the answer is a
+// 429 with Retry-After and an application/problem+json body. While traffic
+// flows the server prints one line per second counting the decisions.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run serves until ctx ends and returns the exit code: 0 after a clean
+// shutdown, 1 when the server cannot start, 2 for a bad command line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "server: %v\n", err)
+		return 1
+	}
+
+	st, err := openStore(cfg.redis)
+	if err != nil {
+		return fail(err)
+	}
+	defer st.close()
+	if err := loadScripts(st.client); err != nil {
+		return fail(err)
+	}
+
+	counts := newStats()
+	opts := []sluice.Option{sluice.WithMeterProvider(counts.provider)}
+	if cfg.timeout > 0 {
+		opts = append(opts, sluice.WithTimeout(cfg.timeout))
+	}
+	if cfg.failure == sluice.FailLocal {
+		opts = append(opts, sluice.WithLocalFallback(cfg.replicas))
+	} else {
+		opts = append(opts, sluice.WithFailurePolicy(cfg.failure))
+	}
+	limiter, err := sluice.New(st.client, opts...)
+	if err != nil {
+		return fail(err)
+	}
+	lim, err := cfg.rateLimit()
+	if err != nil {
+		return fail(err)
+	}
+
+	handler, err := newHandler(cfg, limiter, lim)
+	if err != nil {
+		return fail(err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fail(fmt.Errorf("cannot listen on %s: %w (choose another with -addr)", cfg.addr, err))
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+
+	fmt.Fprintf(stdout, "sluice demo on %s: %s, %s per client IP\n", cfg.framework, cfg.algorithm, describe(lim))
+	fmt.Fprintf(stdout, "state in %s\n", st.desc)
+	fmt.Fprintf(stdout, "GET / and GET /hello/{name} are rate limited; GET /healthz is not\n")
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "try: curl -i http://%s/\n", curlHost(cfg.addr, ln.Addr()))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	reportCtx, stopReport := context.WithCancel(context.Background())
+	reported := make(chan struct{})
+	go func() { counts.report(reportCtx, stdout, time.Second); close(reported) }()
+	defer func() { stopReport(); <-reported }()
+
+	select {
+	case err := <-served:
+		return fail(fmt.Errorf("serve: %w", err))
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fail(fmt.Errorf("shutdown: %w", err))
+	}
+	return 0
+}
+
+// headerModes maps -headers to the middleware's header sets.
+var headerModes = map[string]httplimit.HeaderMode{
+	"both":   httplimit.HeadersBoth,
+	"draft":  httplimit.HeadersDraft,
+	"legacy": httplimit.HeadersLegacy,
+	"none":   httplimit.HeadersNone,
+}
+
+// newHandler is the API on the chosen framework behind one policy: lim per
+// client IP (the connection's peer: the demo trusts no proxy header),
+// shared by every rate-limited route; /healthz is exempt.
+func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Handler, error) {
+	health := healthRoutes[cfg.framework]
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter:  limiter,
+		Policies: []httplimit.Policy{{Name: "per-ip", Limit: lim, Key: httplimit.RemoteIP()}},
+		Headers:  headerModes[cfg.headers],
+		Exempt:   func(_ *http.Request, route string) bool { return route == health },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newRouter(cfg.framework, mw)
+}
+
+// describe says what the limit admits, e.g. "10 requests per 1m0s
+// (bursts of 10)".
+func describe(l sluice.Limit) string {
+	s := fmt.Sprintf("%d requests per %v", l.Rate, l.Period)
+	if l.Algorithm == sluice.AlgGCRA || l.Algorithm == sluice.AlgTokenBucket {
+		s += fmt.Sprintf(" (bursts of %d)", l.Burst)
+	}
+	return s
+}
+
+// curlHost is the host:port to show in the curl line: the one asked for,
+// with the port actually bound, and localhost for an empty or
+// unspecified host.
+func curlHost(asked string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(asked)
+	if err != nil {
+		host = ""
+	}
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}

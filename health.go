@@ -1,0 +1,66 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Health is the Limiter's view of its Redis nodes, for readiness probes and
+// dashboards. It costs no round trip: it reports what recent calls saw.
+type Health struct {
+	// Nodes lists every Redis node the Limiter has sent calls to: the one
+	// node of a standalone or Sentinel client ("redis"), or each cluster
+	// primary by host:port (and "cluster" for calls made before the slot
+	// map was known).
+	Nodes []NodeHealth
+	// Policy is the failure policy deciding for nodes whose breaker is open.
+	Policy FailurePolicy
+}
+
+// NodeHealth is one node's state.
+type NodeHealth struct {
+	// Addr is the node's host:port, or "redis" / "cluster" (see Health).
+	Addr string
+	// Breaker is "closed" (calls go to the node), "open" (the failure
+	// policy decides without asking it) or "half-open" (one probe is out).
+	Breaker string
+	// LastReply is when the node last answered a call; zero if never.
+	LastReply time.Time
+	// Timeout is the deadline the next call to the node gets.
+	Timeout time.Duration
+}
+
+// ErrUnhealthy means at least one Redis node's circuit breaker is not
+// closed: decisions for the identities it holds come from the failure
+// policy. Health.Err wraps it, naming the nodes.
+var ErrUnhealthy = errors.New("sluice: Redis unavailable")
+
+// Health reports the state of every Redis node the Limiter knows.
+func (l *Limiter) Health() Health {
+	h := Health{Policy: l.cfg.policy}
+	for _, n := range l.router.all() {
+		nh := NodeHealth{Addr: n.addr, Breaker: n.breaker.current().String(), Timeout: l.timeoutFor(n, false)}
+		if ns := n.lastReply.Load(); ns > 0 {
+			nh.LastReply = time.Unix(0, ns)
+		}
+		h.Nodes = append(h.Nodes, nh)
+	}
+	return h
+}
+
+// Err is nil when every node's breaker is closed, else ErrUnhealthy naming
+// the nodes that are not.
+func (h Health) Err() error {
+	var bad []string
+	for _, n := range h.Nodes {
+		if n.Breaker != breakerClosed.String() {
+			bad = append(bad, n.Addr+" "+n.Breaker)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: circuit breaker %s (%s decides)", ErrUnhealthy, strings.Join(bad, ", "), h.Policy)
+}
