@@ -65,7 +65,7 @@ func NewMiniredis() (*MiniredisEnv, error) {
 		return nil, err
 	}
 	e := &MiniredisEnv{m: m, conn: conn}
-	e.setTime(StartTime)
+	e.setTime(StartTime.Time())
 	m.ClockTTL(true)
 	return e, nil
 }
@@ -121,7 +121,7 @@ func (e *MiniredisEnv) Do(ctx context.Context, args ...string) (Reply, error) {
 func (e *MiniredisEnv) Reset(context.Context) error {
 	e.m.FlushAll()
 	e.m.ClockTTL(false)
-	e.setTime(StartTime)
+	e.setTime(StartTime.Time())
 	e.m.ClockTTL(true)
 	return nil
 }
@@ -180,7 +180,7 @@ func DialRedis(ctx context.Context, addr string) (*RedisEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &RedisEnv{addr: hostport, db: db, conn: conn, virtual: StartTime, realSync: time.Now()}
+	e := &RedisEnv{addr: hostport, db: db, conn: conn, virtual: StartTime.Time(), realSync: time.Now()}
 	fail := func(err error) (*RedisEnv, error) {
 		conn.close()
 		return nil, err
@@ -492,7 +492,7 @@ func (e *RedisEnv) keys(ctx context.Context) ([]string, error) {
 // Reset implements Env: FLUSHDB of the database in use.
 func (e *RedisEnv) Reset(ctx context.Context) error {
 	e.mu.Lock()
-	e.virtual, e.realSync, e.carry = StartTime, time.Now(), 0
+	e.virtual, e.realSync, e.carry = StartTime.Time(), time.Now(), 0
 	e.mu.Unlock()
 	return e.ok(ctx, "FLUSHDB")
 }

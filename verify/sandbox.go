@@ -54,9 +54,32 @@ type Sandbox struct {
 	last   *Run
 }
 
-// StartTime is where the clock of every environment starts:
-// 2024-01-01T00:00:00Z.
-var StartTime = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+// StartTime is where the clock of every environment starts,
+// 2024-01-01T00:00:00Z; StartTime.Time() is that instant as a time.Time.
+const StartTime Instant = 1704067200000000
+
+// Instant is a point in time as microseconds since the Unix epoch, the
+// unit of time of sluice's scripts. It can be a constant, unlike a
+// time.Time.
+type Instant int64
+
+// Time returns i as a time.Time in UTC.
+func (i Instant) Time() time.Time { return time.UnixMicro(int64(i)).UTC() }
+
+// Add returns the time d after i.
+func (i Instant) Add(d time.Duration) time.Time { return i.Time().Add(d) }
+
+// UnixMicro returns i in microseconds since the Unix epoch.
+func (i Instant) UnixMicro() int64 { return int64(i) }
+
+// UnixMilli returns i in milliseconds since the Unix epoch, rounded down.
+func (i Instant) UnixMilli() int64 { return i.Time().UnixMilli() }
+
+// Unix returns i in seconds since the Unix epoch, rounded down.
+func (i Instant) Unix() int64 { return i.Time().Unix() }
+
+// String formats i as time.RFC3339Nano does.
+func (i Instant) String() string { return i.Time().Format(time.RFC3339Nano) }
 
 // NewSandbox returns a sandbox with an empty store and its clock at
 // StartTime.
@@ -70,7 +93,7 @@ func NewSandbox() (*Sandbox, error) {
 	}
 	conn.Close()
 	s := &Sandbox{m: m, protos: map[string]*compiled{}}
-	s.setTimeLocked(StartTime)
+	s.setTimeLocked(StartTime.Time())
 	m.ClockTTL(true)
 	return s, nil
 }
@@ -108,7 +131,7 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.m.FlushAll()
 	s.m.ClockTTL(false)
-	s.setTimeLocked(StartTime)
+	s.setTimeLocked(StartTime.Time())
 	s.m.ClockTTL(true)
 	return nil
 }

@@ -32,8 +32,9 @@ const (
 	CheckUndeclaredKey = "undeclared-key"
 	// CheckCrossSlot: the keys of one call hash to different cluster slots.
 	CheckCrossSlot = "cross-slot"
-	// CheckNoTTL: a key is written and nothing gives it a TTL in the same
-	// run.
+	// CheckNoTTL: a key is written and, when the run ends, has no TTL:
+	// neither this run nor an earlier one gave it one, or a command cleared
+	// it.
 	CheckNoTTL = "no-ttl"
 	// CheckGlobalWrite: the script assigns a global variable, which is an
 	// error in Redis.
@@ -59,20 +60,28 @@ const (
 	CheckReadonlyWrite = "readonly-write"
 )
 
-// Checks lists every check with what it reports.
-var Checks = []struct{ Name, Doc string }{
-	{CheckSyntax, "the script does not parse, or its annotations are malformed"},
-	{CheckUndeclaredKey, "a command touches a key that is not one of KEYS"},
-	{CheckCrossSlot, "the keys of one call hash to different Redis Cluster slots"},
-	{CheckNoTTL, "a key is written and nothing gives it a TTL in the same run"},
-	{CheckGlobalWrite, "a global variable is assigned (an error in Redis)"},
-	{CheckUndefinedGlobal, "an undefined global is read (an error in Redis)"},
-	{CheckFloatReply, "the reply holds a non-integer number, which Redis truncates"},
-	{CheckForbiddenCommand, "a command not allowed in scripts, not deterministic, or touching keys not in KEYS"},
-	{CheckUnusedInput, "a declared @key or @arg is never read"},
-	{CheckUndeclaredInput, "KEYS[n] or ARGV[n] is read beyond the declared entries"},
-	{CheckReplyShape, "the reply's arity or types differ from the @return annotations"},
-	{CheckReadonlyWrite, "a @readonly script sends a write command"},
+// CheckInfo names a check and says what it reports.
+type CheckInfo struct {
+	Name string // as in findings and vet:ignore comments
+	Doc  string
+}
+
+// Checks lists every check of Vet with what it reports.
+func Checks() []CheckInfo {
+	return []CheckInfo{
+		{CheckSyntax, "the script does not parse, or its annotations are malformed"},
+		{CheckUndeclaredKey, "a command touches a key that is not one of KEYS"},
+		{CheckCrossSlot, "the keys of one call hash to different Redis Cluster slots"},
+		{CheckNoTTL, "a key is written and left without a TTL"},
+		{CheckGlobalWrite, "a global variable is assigned (an error in Redis)"},
+		{CheckUndefinedGlobal, "an undefined global is read (an error in Redis)"},
+		{CheckFloatReply, "the reply holds a non-integer number, which Redis truncates"},
+		{CheckForbiddenCommand, "a command not allowed in scripts, not deterministic, or touching keys not in KEYS"},
+		{CheckUnusedInput, "a declared @key or @arg is never read"},
+		{CheckUndeclaredInput, "KEYS[n] or ARGV[n] is read beyond the declared entries"},
+		{CheckReplyShape, "the reply's arity or types differ from the @return annotations"},
+		{CheckReadonlyWrite, "a @readonly script sends a write command"},
+	}
 }
 
 // Finding is one problem Vet found.
@@ -222,9 +231,17 @@ func errorFindings(err error) []Finding {
 }
 
 // VetSource checks the script src, reported as path. The run-time checks
-// use the steps when given, else a few runs with made-up arguments: keys
-// "{vet}:NAME", int and float arguments 10, bools 1, strings "x", optional
-// arguments unset; run at StartTime twice, then one second later.
+// use the steps when given, else made-up runs: keys "{vet}:NAME" (a
+// variadic key with none, one and three), arguments at typical values
+// that differ from one position to the next, at 0, at 1 and at large
+// values, optional arguments unset and set, a list argument with none,
+// one, a few and one to three elements per variadic key; each input on an
+// empty keyspace, again on what that run left (at once, and a second
+// later), and on a keyspace seeded with a value of the type the script's
+// commands use for every key it touched (a small integer, or the run's
+// first argument, so comparisons with an argument can come out true), each
+// with a TTL. Every run is judged on its own: a key it writes must have a
+// TTL when it ends, given by this run or an earlier one.
 //
 // A script without annotations is checked too, without the checks that
 // need them (unused-input, undeclared-input, reply-shape, readonly-write).

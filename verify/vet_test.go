@@ -66,7 +66,7 @@ func TestVetChecks(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range verify.Checks {
+	for _, c := range verify.Checks() {
 		if !covered[c.Name] {
 			t.Errorf("check %s has no testdata/vet/%s", c.Name, strings.ReplaceAll(c.Name, "-", "_"))
 		}
@@ -200,8 +200,8 @@ func TestScriptPaths(t *testing.T) {
 		t.Errorf("ScriptPaths = %v, want %s", got, want)
 	}
 	got, err = verify.ScriptPaths([]string{"testdata/vet/..."})
-	if err != nil || len(got) != 2*len(verify.Checks) {
-		t.Errorf("testdata/vet/...: %d files, %v; want %d", len(got), err, 2*len(verify.Checks))
+	if err != nil || len(got) != 2*len(verify.Checks()) {
+		t.Errorf("testdata/vet/...: %d files, %v; want %d", len(got), err, 2*len(verify.Checks()))
 	}
 	for _, bad := range []string{"testdata/missing", "testdata", "vet.go"} {
 		if _, err := verify.ScriptPaths([]string{bad}); err == nil {
