@@ -188,7 +188,9 @@ func Load(ctx context.Context, client rueidis.CommandClient, scripts ...*Script)
 		client rueidis.CommandClient
 	}
 	var nodes []node
-	if c, ok := client.(interface{ Nodes() map[string]rueidis.Client }); ok {
+	if c, ok := client.(interface {
+		Nodes() map[string]rueidis.Client
+	}); ok {
 		for addr, nc := range c.Nodes() {
 			nodes = append(nodes, node{addr, nc})
 		}
