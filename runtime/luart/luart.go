@@ -165,6 +165,11 @@ func Exec(ctx context.Context, client rueidis.CommandClient, calls ...Call) []ru
 	return out
 }
 
+// nodeLister is a client that knows its nodes, as rueidis.Client does.
+type nodeLister interface {
+	Nodes() map[string]rueidis.Client
+}
+
 // Load sends SCRIPT LOAD for each script so that later calls skip the
 // NOSCRIPT round trip, and checks that the server computes the SHA1 the
 // generated code carries.
@@ -188,9 +193,7 @@ func Load(ctx context.Context, client rueidis.CommandClient, scripts ...*Script)
 		client rueidis.CommandClient
 	}
 	var nodes []node
-	if c, ok := client.(interface {
-		Nodes() map[string]rueidis.Client
-	}); ok {
+	if c, ok := client.(nodeLister); ok {
 		for addr, nc := range c.Nodes() {
 			nodes = append(nodes, node{addr, nc})
 		}
