@@ -16,8 +16,9 @@ import (
 // combination of a value profile (typical, zero, one, large), optional
 // arguments unset and set, and for a variadic key or a list argument 0, 1
 // and a few elements. Each combination runs on an empty keyspace, again on
-// what that run left (at the same instant, then a second later), and on
-// keyspaces seeded with values of the types the script's commands use.
+// what that run left (at the same instant, then a second later), after the
+// other combinations of its profile, and on keyspaces seeded with values
+// of the types the script's commands use.
 
 // valueProfile gives the made-up value of an argument at a position
 // (counting every ARGV entry, the list's elements included).
@@ -164,7 +165,7 @@ func (f *vetFile) explore(ctx context.Context, sb *Sandbox, script string, chunk
 	var runs []*Run
 	abandoned := map[int]bool{} // profiles whose runs do not finish
 	stopped := false
-	run := func(in madeUpInput, at time.Duration) {
+	run := func(in madeUpInput, at time.Duration, valueChecks bool) {
 		if stopped || abandoned[in.profile] {
 			return
 		}
@@ -186,36 +187,54 @@ func (f *vetFile) explore(ctx context.Context, sb *Sandbox, script string, chunk
 			return
 		}
 		runs = append(runs, r)
-		f.checkRun(r, before, sb.expiries())
+		f.checkRun(r, before, sb.expiries(), valueChecks)
 	}
 	for _, in := range inputs {
 		_ = sb.Reset(ctx)
-		run(in, 0)
-		run(in, 0)
-		run(in, time.Second)
+		run(in, 0, true)
+		run(in, 0, true)
+		run(in, time.Second, true)
+	}
+	// Each profile's inputs one after the other on one keyspace, at one
+	// instant: what a run with optional arguments unset wrote, a run with
+	// them set finds, and so on.
+	for pi := range valueProfiles {
+		_ = sb.Reset(ctx)
+		for _, in := range inputs {
+			if in.profile == pi {
+				run(in, 0, true)
+			}
+		}
 	}
 	seeds := seedsFor(runs)
 	if len(seeds) == 0 {
 		return
 	}
 	for _, in := range inputs {
-		for _, fromArgs := range []bool{false, true} {
-			_ = sb.Reset(ctx)
-			seedKeyspace(ctx, sb, seeds, seedValue(in, fromArgs))
-			run(in, 0)
-		}
+		// Seeded with small integers, then with the run's own arguments
+		// (the first field a command names gets ARGV[1], the second ARGV[2]
+		// and so on), so that comparisons with arguments can come out true.
+		// What an argument-valued seed leads to depends on values no run of
+		// the script would have written: the checks of reply values
+		// (float-reply, reply-shape) are left out of those runs.
+		_ = sb.Reset(ctx)
+		seedKeyspace(ctx, sb, seeds, func(int) string { return "7" })
+		run(in, 0, true)
+		_ = sb.Reset(ctx)
+		seedKeyspace(ctx, sb, seeds, func(i int) string { return argAt(in.args, i) })
+		run(in, 0, false)
 	}
 }
 
-// seedValue is the value seeded keys and fields hold: a small integer, or
-// the first non-empty argument of the run, so that a comparison with an
-// argument (a lock's owner, a token) can come out true.
-func seedValue(in madeUpInput, fromArgs bool) string {
-	if fromArgs {
-		for _, a := range in.args {
-			if a != "" {
-				return a
-			}
+// argAt returns args[i] when it is set, else the first non-empty argument,
+// else "7".
+func argAt(args []string, i int) string {
+	if i < len(args) && args[i] != "" {
+		return args[i]
+	}
+	for _, a := range args {
+		if a != "" {
+			return a
 		}
 	}
 	return "7"
@@ -335,14 +354,15 @@ func namesIn(args []string) []string {
 
 // seedKeyspace writes a value of its type to every seeded key, each with a
 // TTL of an hour, as an earlier run of a script that gives its keys TTLs
-// would leave them.
-func seedKeyspace(ctx context.Context, sb *Sandbox, seeds []*seed, v string) {
+// would leave them. value(i) is the value of the i-th field or item.
+func seedKeyspace(ctx context.Context, sb *Sandbox, seeds []*seed, value func(i int) string) {
 	do := func(args ...string) { _, _ = sb.Do(ctx, args...) }
 	for _, s := range seeds {
 		names := s.names
 		if len(names) == 0 {
 			names = []string{"f"}
 		}
+		v := value(0)
 		switch s.typ {
 		case "string":
 			do("SET", s.key, v)
@@ -355,11 +375,11 @@ func seedKeyspace(ctx context.Context, sb *Sandbox, seeds []*seed, v string) {
 		case "hll":
 			do("PFADD", s.key, v, "a", "b")
 		case "list":
-			do("RPUSH", s.key, v, v)
+			do("RPUSH", s.key, v, value(1))
 		case "hash":
 			cmd := []string{"HSET", s.key}
-			for _, n := range names {
-				cmd = append(cmd, n, v)
+			for i, n := range names {
+				cmd = append(cmd, n, value(i))
 			}
 			do(cmd...)
 		case "set":
@@ -372,7 +392,7 @@ func seedKeyspace(ctx context.Context, sb *Sandbox, seeds []*seed, v string) {
 			do(cmd...)
 		case "stream":
 			do("XADD", s.key, "1-1", "f", v)
-			do("XADD", s.key, "1-2", "f", v)
+			do("XADD", s.key, "1-2", "f", value(1))
 			for _, g := range s.names {
 				do("XGROUP", "CREATE", s.key, g, "0")
 				do("XREADGROUP", "GROUP", g, "vet", "COUNT", "1", "STREAMS", s.key, ">")

@@ -73,16 +73,20 @@ if v then
 end
 return {0}`,
 			`t.lua:6:3: reply element 1 (r) is 3.5, not an integer: Redis replies 3 (keep arithmetic in integers; math.floor, or return a string) (float-reply)`},
-		{"a hash field equal to an argument", `-- @script s
+		{"hash fields equal to the arguments", `-- @script s
 -- @key lock
+-- @key log
 -- @arg owner string
--- @return released int
-if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+-- @arg token int
+-- @return released bool
+local v = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if v[1] == ARGV[1] and v[2] == ARGV[2] then
   redis.call('DEL', KEYS[1])
-  return {1 / 2}
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+  return {true}
 end
-return {0}`,
-			`t.lua:7:3: reply element 1 (released) is 0.5, not an integer: Redis replies 0 (keep arithmetic in integers; math.floor, or return a string) (float-reply)`},
+return {false}`,
+			`t.lua:10:3: RPUSH writes key "{vet}:log" and leaves it without a TTL: it would stay forever (give it one with PEXPIRE or EXPIRE after the write) (no-ttl)`},
 		{"an optional argument that is set", `-- @script s
 -- @arg now int?
 -- @return r int
