@@ -188,6 +188,9 @@ type nodeLister interface {
 // Every failure is returned, joined, as an *Error naming the script (and
 // the node when there are several).
 func Load(ctx context.Context, client rueidis.CommandClient, scripts ...*Script) error {
+	if len(scripts) == 0 {
+		return nil
+	}
 	type node struct {
 		addr   string
 		client rueidis.CommandClient
