@@ -93,8 +93,8 @@ type DocUpdateArgs struct {
 	Patch string
 	// Version is ARGV[2]: the version the caller read; 0 creates the document
 	Version int64
-	// TtlMs is ARGV[3]: the document expires this long after its last update
-	TtlMs int64
+	// TTLMs is ARGV[3]: the document expires this long after its last update
+	TTLMs int64
 	// Remove is ARGV[4..n], zero or more: members to remove
 	Remove []string
 }
@@ -120,7 +120,7 @@ func (s *DocUpdateScript) Run(ctx context.Context, client rueidis.CommandClient,
 func (s *DocUpdateScript) Call(keys DocUpdateKeys, args DocUpdateArgs) luart.Call {
 	v := make([]string, 0, 4+len(args.Remove))
 	v = append(v, keys.Doc)
-	v = append(v, args.Patch, luart.FormatInt(args.Version), luart.FormatInt(args.TtlMs))
+	v = append(v, args.Patch, luart.FormatInt(args.Version), luart.FormatInt(args.TTLMs))
 	v = append(v, args.Remove...)
 	return luart.Call{
 		Script: &s.Script,

@@ -76,8 +76,8 @@ type FeatureFlagKeys struct {
 type FeatureFlagArgs struct {
 	// Feature is ARGV[1]: bit position of the feature, 0 to 1023
 	Feature int64
-	// TtlMs is ARGV[2]: the bitmap expires this long after it was last set
-	TtlMs int64
+	// TTLMs is ARGV[2]: the bitmap expires this long after it was last set
+	TTLMs int64
 	// On is ARGV[3]: set the flag to this; unset: only read it
 	On *bool
 }
@@ -101,7 +101,7 @@ func (s *FeatureFlagScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *FeatureFlagScript) Call(keys FeatureFlagKeys, args FeatureFlagArgs) luart.Call {
-	v := []string{keys.Flags, luart.FormatInt(args.Feature), luart.FormatInt(args.TtlMs), luart.FormatOptBool(args.On)}
+	v := []string{keys.Flags, luart.FormatInt(args.Feature), luart.FormatInt(args.TTLMs), luart.FormatOptBool(args.On)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

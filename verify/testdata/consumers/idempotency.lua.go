@@ -87,8 +87,8 @@ type IdempotencyKeys struct {
 type IdempotencyArgs struct {
 	// Fingerprint is ARGV[1]: hex hash of the request; a retry sends the same
 	Fingerprint string
-	// TtlMs is ARGV[2]: how long the entry is kept after the claim, >= 1
-	TtlMs int64
+	// TTLMs is ARGV[2]: how long the entry is kept after the claim, >= 1
+	TTLMs int64
 	// Response is ARGV[3]: the outcome, to complete the claimed entry
 	Response *string
 }
@@ -110,7 +110,7 @@ func (s *IdempotencyScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *IdempotencyScript) Call(keys IdempotencyKeys, args IdempotencyArgs) luart.Call {
-	v := []string{keys.Entry, args.Fingerprint, luart.FormatInt(args.TtlMs), luart.FormatOptString(args.Response)}
+	v := []string{keys.Entry, args.Fingerprint, luart.FormatInt(args.TTLMs), luart.FormatOptString(args.Response)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -81,8 +81,8 @@ type LeaderboardArgs struct {
 	Score int64
 	// Size is ARGV[3]: how many players the board keeps, >= 1
 	Size int64
-	// TtlMs is ARGV[4]: the board expires this long after its last change
-	TtlMs int64
+	// TTLMs is ARGV[4]: the board expires this long after its last change
+	TTLMs int64
 }
 
 // LeaderboardResult is the reply of leaderboard.lua.
@@ -104,7 +104,7 @@ func (s *LeaderboardScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *LeaderboardScript) Call(keys LeaderboardKeys, args LeaderboardArgs) luart.Call {
-	v := []string{keys.Board, args.Player, luart.FormatInt(args.Score), luart.FormatInt(args.Size), luart.FormatInt(args.TtlMs)}
+	v := []string{keys.Board, args.Player, luart.FormatInt(args.Score), luart.FormatInt(args.Size), luart.FormatInt(args.TTLMs)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -84,8 +84,8 @@ type LockAcquireKeys struct {
 type LockAcquireArgs struct {
 	// Owner is ARGV[1]: who asks: unique per process and attempt
 	Owner string
-	// TtlMs is ARGV[2]: how long the lock lasts unless extended, >= 1
-	TtlMs int64
+	// TTLMs is ARGV[2]: how long the lock lasts unless extended, >= 1
+	TTLMs int64
 }
 
 // LockAcquireResult is the reply of lock_acquire.lua.
@@ -94,8 +94,8 @@ type LockAcquireResult struct {
 	Acquired bool
 	// Token is reply element 2: the holder's fencing token (the caller's when acquired)
 	Token int64
-	// TtlMs is reply element 3: ms until the lock expires
-	TtlMs int64
+	// TTLMs is reply element 3: ms until the lock expires
+	TTLMs int64
 }
 
 // Run executes the script with EVALSHA, sending it once with EVAL
@@ -107,7 +107,7 @@ func (s *LockAcquireScript) Run(ctx context.Context, client rueidis.CommandClien
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *LockAcquireScript) Call(keys LockAcquireKeys, args LockAcquireArgs) luart.Call {
-	v := []string{keys.Lock, keys.Fence, args.Owner, luart.FormatInt(args.TtlMs)}
+	v := []string{keys.Lock, keys.Fence, args.Owner, luart.FormatInt(args.TTLMs)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:2:2],
@@ -122,7 +122,7 @@ func (s *LockAcquireScript) Decode(res rueidis.RedisResult) (LockAcquireResult, 
 	r := LockAcquireResult{
 		Acquired: d.Bool(0, "acquired"),
 		Token:    d.Int(1, "token"),
-		TtlMs:    d.Int(2, "ttl_ms"),
+		TTLMs:    d.Int(2, "ttl_ms"),
 	}
 	if err := d.Err(); err != nil {
 		return LockAcquireResult{}, err

@@ -126,8 +126,8 @@ type StreamClaimArgs struct {
 
 // StreamClaimResult is the reply of stream_claim.lua.
 type StreamClaimResult struct {
-	// Id is reply element 1: the message to work on; "" when there is none
-	Id string
+	// ID is reply element 1: the message to work on; "" when there is none
+	ID string
 	// Job is reply element 2: its "job" field
 	Job string
 	// Dead is reply element 3: messages this call moved to the dead letters
@@ -156,7 +156,7 @@ func (s *StreamClaimScript) Call(keys StreamClaimKeys, args StreamClaimArgs) lua
 func (s *StreamClaimScript) Decode(res rueidis.RedisResult) (StreamClaimResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 3)
 	r := StreamClaimResult{
-		Id:   d.String(0, "id"),
+		ID:   d.String(0, "id"),
 		Job:  d.String(1, "job"),
 		Dead: d.Int(2, "dead"),
 	}

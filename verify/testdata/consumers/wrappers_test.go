@@ -45,13 +45,13 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 	// A lock taken and released in one round trip, with the fencing token.
 	lock := consumers.LockAcquireKeys{Lock: "{res:1}:lock", Fence: "{res:1}:fence"}
 	must(luart.Load(ctx, c, &consumers.LockAcquire.Script, &consumers.LockRelease.Script))
-	got, err := consumers.LockAcquire.Run(ctx, c, lock, consumers.LockAcquireArgs{Owner: "w1", TtlMs: 30000})
+	got, err := consumers.LockAcquire.Run(ctx, c, lock, consumers.LockAcquireArgs{Owner: "w1", TTLMs: 30000})
 	must(err)
 	if !got.Acquired || got.Token != 1 {
 		t.Fatalf("lock_acquire: %+v", got)
 	}
 	res := luart.Exec(ctx, c,
-		consumers.LockAcquire.Call(lock, consumers.LockAcquireArgs{Owner: "w2", TtlMs: 30000}),
+		consumers.LockAcquire.Call(lock, consumers.LockAcquireArgs{Owner: "w2", TTLMs: 30000}),
 		consumers.LockRelease.Call(consumers.LockReleaseKeys{Lock: lock.Lock}, consumers.LockReleaseArgs{Owner: "w1", Token: got.Token}),
 	)
 	denied, err := consumers.LockAcquire.Decode(res[0])
@@ -64,10 +64,10 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 
 	// An idempotency key claimed, then completed.
 	entry := consumers.IdempotencyKeys{Entry: "{idem:7}:entry"}
-	claim, err := consumers.Idempotency.Run(ctx, c, entry, consumers.IdempotencyArgs{Fingerprint: "c0ffee", TtlMs: 60000})
+	claim, err := consumers.Idempotency.Run(ctx, c, entry, consumers.IdempotencyArgs{Fingerprint: "c0ffee", TTLMs: 60000})
 	must(err)
 	outcome := "204"
-	done, err := consumers.Idempotency.Run(ctx, c, entry, consumers.IdempotencyArgs{Fingerprint: "c0ffee", TtlMs: 60000, Response: &outcome})
+	done, err := consumers.Idempotency.Run(ctx, c, entry, consumers.IdempotencyArgs{Fingerprint: "c0ffee", TTLMs: 60000, Response: &outcome})
 	must(err)
 	if claim.State != "new" || done.State != "done" || done.Response != "204" {
 		t.Fatalf("idempotency: claim %+v, done %+v", claim, done)
@@ -79,10 +79,10 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 		name  string
 		score int64
 	}{{"ada", 10}, {"bob", 30}, {"cy", 20}} {
-		_, err := consumers.Leaderboard.Run(ctx, c, board, consumers.LeaderboardArgs{Player: p.name, Score: p.score, Size: 10, TtlMs: 60000})
+		_, err := consumers.Leaderboard.Run(ctx, c, board, consumers.LeaderboardArgs{Player: p.name, Score: p.score, Size: 10, TTLMs: 60000})
 		must(err)
 	}
-	cy, err := consumers.Leaderboard.Run(ctx, c, board, consumers.LeaderboardArgs{Player: "cy", Score: 5, Size: 10, TtlMs: 60000})
+	cy, err := consumers.Leaderboard.Run(ctx, c, board, consumers.LeaderboardArgs{Player: "cy", Score: 5, Size: 10, TTLMs: 60000})
 	must(err)
 	if cy.Rank != 1 || cy.Best != 20 || cy.Percentile != 66 {
 		t.Fatalf("leaderboard: %+v", cy)
@@ -94,7 +94,7 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 	must(c.Do(ctx, c.B().XgroupCreate().Key(stream.Stream).Group("g").Id("0").Build()).Error())
 	job, err := consumers.StreamClaim.Run(ctx, c, stream, consumers.StreamClaimArgs{Group: "g", Consumer: "w1", MinIdleMs: 60000, MaxDeliveries: 3})
 	must(err)
-	if job.Id != "1-1" || job.Job != "thumb" || job.Dead != 0 {
+	if job.ID != "1-1" || job.Job != "thumb" || job.Dead != 0 {
 		t.Fatalf("stream_claim: %+v", job)
 	}
 	_, err = consumers.StreamClaim.Run(ctx, c, stream, consumers.StreamClaimArgs{Group: "nope", Consumer: "w1", MaxDeliveries: 3})
@@ -105,9 +105,9 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 
 	// A JSON document, a member removed with the list argument.
 	doc := consumers.DocUpdateKeys{Doc: "{user:1}:doc"}
-	_, err = consumers.DocUpdate.Run(ctx, c, doc, consumers.DocUpdateArgs{Patch: `{"a":1,"b":2}`, TtlMs: 60000})
+	_, err = consumers.DocUpdate.Run(ctx, c, doc, consumers.DocUpdateArgs{Patch: `{"a":1,"b":2}`, TTLMs: 60000})
 	must(err)
-	v2, err := consumers.DocUpdate.Run(ctx, c, doc, consumers.DocUpdateArgs{Patch: `{}`, Version: 1, TtlMs: 60000, Remove: []string{"a"}})
+	v2, err := consumers.DocUpdate.Run(ctx, c, doc, consumers.DocUpdateArgs{Patch: `{}`, Version: 1, TTLMs: 60000, Remove: []string{"a"}})
 	must(err)
 	if !v2.Ok || v2.Version != 2 || !verify.MustParseReply("json:`{\"_v\":2,\"b\":2}`").Match(verify.Bulk(v2.Doc)) {
 		t.Fatalf("doc_update: %+v", v2)
@@ -116,9 +116,9 @@ func useWrappers(t *testing.T, c rueidis.Client) {
 	// A feature flag.
 	flags := consumers.FeatureFlagKeys{Flags: "{tenant:1}:flags"}
 	on := true
-	set, err := consumers.FeatureFlag.Run(ctx, c, flags, consumers.FeatureFlagArgs{Feature: 3, TtlMs: 60000, On: &on})
+	set, err := consumers.FeatureFlag.Run(ctx, c, flags, consumers.FeatureFlagArgs{Feature: 3, TTLMs: 60000, On: &on})
 	must(err)
-	read, err := consumers.FeatureFlag.Run(ctx, c, flags, consumers.FeatureFlagArgs{Feature: 3, TtlMs: 60000})
+	read, err := consumers.FeatureFlag.Run(ctx, c, flags, consumers.FeatureFlagArgs{Feature: 3, TTLMs: 60000})
 	must(err)
 	if !set.On || !set.Changed || !read.On || read.Changed || read.Count != 1 {
 		t.Fatalf("feature_flag: set %+v, read %+v", set, read)
