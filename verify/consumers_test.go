@@ -105,14 +105,15 @@ var seededBugs = []struct {
 	bug    string
 	vet    []string // check@line of every finding vet reports, with the step file
 	steps  bool     // the step file fails on the seeded copy
+	madeUp []string // check@line of every finding without the step file
 }{
-	{"lock_acquire", "the PEXPIRE after taking the lock removed", []string{"no-ttl@27"}, true},
-	{"lock_release", "the owner no longer compared: anyone with the token releases", nil, true},
-	{"idempotency", "KEEPTTL dropped from the SET that completes an entry", []string{"no-ttl@31"}, true},
-	{"leaderboard", "math.floor dropped from the percentile", []string{"float-reply@28"}, false},
-	{"stream_claim", "the dead-letter key built from KEYS[1] instead of passed as KEYS[2]", []string{"unused-input@9", "undeclared-key@45", "undeclared-key@51"}, true},
-	{"doc_update", "local dropped from a variable", []string{"global-write@23"}, true},
-	{"feature_flag", "ARGV[4] read for the optional on, which is ARGV[3]", []string{"unused-input@9", "undeclared-input@14"}, true},
+	{"lock_acquire", "the PEXPIRE after taking the lock removed", []string{"no-ttl@27"}, true, []string{"no-ttl@27"}},
+	{"lock_release", "the owner no longer compared: anyone with the token releases", nil, true, nil},
+	{"idempotency", "KEEPTTL dropped from the SET that completes an entry", []string{"no-ttl@31"}, true, []string{"no-ttl@31"}},
+	{"leaderboard", "math.floor dropped from the percentile", []string{"float-reply@28"}, false, []string{"float-reply@28"}},
+	{"stream_claim", "the dead-letter key built from KEYS[1] instead of passed as KEYS[2]", []string{"unused-input@9", "undeclared-key@45", "undeclared-key@51"}, true, []string{"unused-input@9"}},
+	{"doc_update", "local dropped from a variable", []string{"global-write@23"}, true, []string{"global-write@23"}},
+	{"feature_flag", "ARGV[4] read for the optional on, which is ARGV[3]", []string{"unused-input@9", "undeclared-input@14"}, true, []string{"unused-input@9", "undeclared-input@14"}},
 }
 
 // TestConsumerSeededBugs: each seeded bug is caught, by vet or by the
@@ -151,13 +152,14 @@ func TestConsumerSeededBugs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
+			if got := checksAt(fs); got != strings.Join(c.vet, " ") {
+				t.Errorf("vet found %v, want %v", got, c.vet)
+			}
 			for _, f := range fs {
-				got = append(got, f.Check+"@"+strconv.Itoa(f.Line))
 				t.Logf("vet: %s", strings.TrimPrefix(f.String(), filepath.Dir(path)+"/"))
 			}
-			if strings.Join(got, " ") != strings.Join(c.vet, " ") {
-				t.Errorf("vet found %v, want %v", got, c.vet)
+			if got := checksAt(verify.VetSource(path, seeded, nil)); got != strings.Join(c.madeUp, " ") {
+				t.Errorf("vet without the step file found %v, want %v", got, c.madeUp)
 			}
 			rep, err := verify.RunStepFile(context.Background(), path, envs...)
 			if err != nil {
@@ -171,4 +173,13 @@ func TestConsumerSeededBugs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checksAt lists findings as check@line.
+func checksAt(fs []verify.Finding) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Check+"@"+strconv.Itoa(f.Line))
+	}
+	return strings.Join(out, " ")
 }
