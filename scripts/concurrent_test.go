@@ -152,7 +152,7 @@ func TestConcurrentHolders(t *testing.T) {
 		if err != nil {
 			return true, err
 		}
-		rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys{Holders: key.Holders},
+		rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys(key),
 			scripts.ConcurrencyReleaseArgs{Id: id})
 		if err == nil && !rel.Released {
 			err = fmt.Errorf("release of %s: not held", id)

@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -60,9 +61,13 @@ func atoi(t testing.TB, s string) int64 {
 //
 // The run is seeded like TestModels (-seed); on the real server keys are
 // pinned as there (see rueidisBackend.pin).
+var multiSteps = flag.Int("steps", 600, "TestMultiEqualsSingles: random steps per script and backend")
+
 func TestMultiEqualsSingles(t *testing.T) {
 	t.Parallel()
-	steps := 2000
+	// 600 random steps per script and backend by default (it kept the
+	// suite's time in bounds); -steps runs more.
+	steps := *multiSteps
 	if testing.Short() {
 		steps = 300
 	}
