@@ -74,7 +74,7 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 // Extend (renew true, which bypasses the breaker and has no fallback).
 func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
-		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), Id: lease.ID, Now: l.nowArg()})
+		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), ID: lease.ID, Now: l.nowArg()})
 	kind := callAcquire
 	if renew {
 		kind = callRenew
@@ -110,7 +110,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		return nil
 	}
 	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
-		scripts.ConcurrencyReleaseArgs{Id: lease.ID, Now: l.nowArg()})
+		scripts.ConcurrencyReleaseArgs{ID: lease.ID, Now: l.nowArg()})
 	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lease.limit, key: lease.key}
 	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: release %s: %w (the lease expires by itself after %v)", lease.key, err, lease.limit.Period)
