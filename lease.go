@@ -76,7 +76,7 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 // Extend (renew true, which bypasses the breaker and has no fallback).
 func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
-		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), Id: lease.ID, Now: l.nowArg()})
+		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), ID: lease.ID, Now: l.nowArg()})
 	kind := callAcquire
 	if renew {
 		kind = callRenew
@@ -130,7 +130,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 // release removes holder id from key in Redis, bypassing the breaker.
 func (l *Limiter) release(ctx context.Context, key, id string, lim Limit) error {
 	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: key},
-		scripts.ConcurrencyReleaseArgs{Id: id, Now: l.nowArg()})
+		scripts.ConcurrencyReleaseArgs{ID: id, Now: l.nowArg()})
 	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lim, key: key}
 	_, err := l.run(ctx, &req)
 	return err
