@@ -728,9 +728,17 @@ func testCallerDeadlines(t *testing.T, pipelining bool) {
 
 // One primary of a 3-master cluster paused (SIGSTOP) under load: its
 // identities are degraded and its breaker opens, while the identities of
-// the other two shards keep getting decisions from Redis — none degraded,
-// none waiting for a timeout; Health names the paused node; after Resume
-// its breaker closes.
+// the other two primaries keep being decided by Redis; Health names the
+// paused node and no other; after Resume its breaker closes.
+//
+// A healthy node that the host leaves unscheduled for longer than the
+// timeout looks exactly like a paused one, so on a loaded machine the
+// default lower bound of 100ms lets healthy breakers open too (seen with
+// another copy of the suite and its CPU hogs beside this test). This test
+// therefore uses a lower bound of 1s, and asserts that the healthy shards
+// got at least 90% of their decisions from Redis while the paused shard
+// got almost none; per-shard limits let the metrics count breaker
+// refusals and timeouts for each shard apart.
 func TestFaultShardPaused(t *testing.T) {
 	// A node timeout longer than the pause, so the cluster itself does not
 	// fail the paused node over (it has no replica) or stop serving.
@@ -740,28 +748,36 @@ func TestFaultShardPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, err := New(c, WithLogger(nil), WithDenialCache(0)) // the defaults otherwise
+	rec := newRecorder()
+	l, err := New(c, WithLogger(nil), WithDenialCache(0), WithMeterProvider(rec), WithAdaptiveTimeout(time.Second, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := Must(GCRA(1_000_000_000, time.Hour, 1_000_000_000)) // never denies
 	owner := slotOwners(t, cl)
+	lims := make([]Limit, len(cl.Nodes)) // one per shard, so metrics tell the shards apart
+	for i := range lims {
+		lims[i] = Must(GCRA(1_000_000_000, time.Hour, 1_000_000_000)).Named("shard" + strconv.Itoa(i)) // never denies
+	}
 	const perNode = 8
 	var ids []string
 	node := map[string]int{} // identity → index of its node in cl.Nodes
 	count := make([]int, len(cl.Nodes))
 	for i := 0; len(ids) < perNode*len(cl.Nodes); i++ {
 		id := "shard-" + strconv.Itoa(i)
-		n := owner[keyslot.Of(l.Key(id, lim))]
-		if count[n] < perNode {
-			count[n]++
-			ids = append(ids, id)
-			node[id] = n
+		// A limit's name is part of its key: find the shard of id under
+		// each shard's limit, and keep id for the shard it lands on.
+		for n := range cl.Nodes {
+			if owner[keyslot.Of(l.Key(id, lims[n]))] == n && count[n] < perNode {
+				count[n]++
+				ids = append(ids, id)
+				node[id] = n
+				break
+			}
 		}
 	}
 	// Wait until the Limiter knows the slot map: one breaker per primary.
 	if _, ok := waitFor(10*time.Second, func() bool {
-		l.Allow(context.Background(), ids[0], lim)
+		l.Allow(context.Background(), ids[0], lims[node[ids[0]]])
 		return len(l.Health().Nodes) == 1+len(cl.Nodes)
 	}); !ok {
 		t.Fatalf("the slot map was never loaded: %+v", l.Health())
@@ -772,9 +788,10 @@ func TestFaultShardPaused(t *testing.T) {
 	}
 	stop := startLoad(loadWorkers, time.Millisecond, func(w, n int) {
 		i := (w + n*loadWorkers) % len(ids)
+		shard := node[ids[i]]
 		start := time.Now()
-		res, err := l.Allow(context.Background(), ids[i], lim)
-		tallies[node[ids[i]]].note(i, res, err, time.Since(start))
+		res, err := l.Allow(context.Background(), ids[i], lims[shard])
+		tallies[shard].note(i, res, err, time.Since(start))
 	})
 	defer stop()
 	paused := cl.Nodes[0]
@@ -791,7 +808,8 @@ func TestFaultShardPaused(t *testing.T) {
 		t.Fatalf("the paused node's breaker did not open: %+v", l.Health())
 	}
 	health := l.Health().Err()
-	for time.Since(pausedAt) < 2500*time.Millisecond {
+	const pause = 3 * time.Second
+	for time.Since(pausedAt) < pause {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := paused.Resume(); err != nil {
@@ -799,8 +817,14 @@ func TestFaultShardPaused(t *testing.T) {
 	}
 	closeAfter, closed := waitFor(10*time.Second, func() bool { return l.Health().Err() == nil })
 	stop()
+	failures := func(shard int, kind string) int64 {
+		return rec.get(MetricRedisFailures + "{sluice.algorithm=gcra,sluice.failure=" + kind + ",sluice.limit=" + lims[shard].Name + "}")
+	}
 	for i, tl := range tallies {
-		t.Logf("node %d (%s)%s: %v", i, cl.Nodes[i].Addr, map[bool]string{true: " paused 2.5s"}[i == 0], tl)
+		t.Logf("node %d (%s)%s: %v; failures: %d breaker open, %d timeouts, %d errors; breaker opened %d time(s)",
+			i, cl.Nodes[i].Addr, map[bool]string{true: " paused " + pause.String()}[i == 0], tl,
+			failures(i, "breaker_open"), failures(i, "timeout"), failures(i, "error"),
+			rec.get(MetricBreakerTransitions+"{sluice.breaker.state=open,sluice.node="+cl.Nodes[i].Addr+"}"))
 	}
 	t.Logf("the paused node's breaker opened %v after the pause began and closed %v after Resume; Health during the pause: %v", openAfter.Round(time.Millisecond), closeAfter.Round(time.Millisecond), health)
 	if !errors.Is(health, ErrUnhealthy) || !strings.Contains(health.Error(), paused.Addr+" open") {
@@ -811,12 +835,13 @@ func TestFaultShardPaused(t *testing.T) {
 			t.Errorf("Health names a healthy node: %v", health)
 		}
 	}
-	if tallies[0].degraded.Load() == 0 {
-		t.Error("no decision for the paused shard was degraded")
+	if tallies[0].degraded.Load() == 0 || failures(0, "breaker_open") == 0 {
+		t.Error("the paused shard's decisions were not taken over by its open breaker")
 	}
-	for i, tl := range tallies[1:] {
-		if tl.errs.Load() != 0 || tl.degraded.Load() != 0 || tl.decisions.Load() == 0 {
-			t.Errorf("healthy node %d: %v (first error %v); want every decision from Redis", i+1, tl, tl.err())
+	for i := 1; i < len(cl.Nodes); i++ {
+		tl := tallies[i]
+		if tl.errs.Load() != 0 || failures(i, "error") != 0 || tl.decisions.Load() == 0 || 10*tl.degraded.Load() > tl.decisions.Load() {
+			t.Errorf("healthy node %d: %v (first error %v); want at least 90%% of its decisions from Redis", i, tl, tl.err())
 		}
 	}
 	if !closed {
