@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -74,7 +76,7 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 // Extend (renew true, which bypasses the breaker and has no fallback).
 func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
-		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), Id: lease.ID, Now: l.nowArg()})
+		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), ID: lease.ID, Now: l.nowArg()})
 	kind := callAcquire
 	if renew {
 		kind = callRenew
@@ -85,7 +87,13 @@ func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 // degradeAcquire is the failure policy's decision for an Acquire.
 func (l *Limiter) degradeAcquire(req *request) Result {
 	lease := req.lease
-	lease.local = true // nothing held in Redis
+	lease.local = true // nothing known to be held in Redis
+	if req.cause != ErrBreakerOpen {
+		// The call may have reached Redis and taken the slot although
+		// its reply never came: give it back there once Redis answers,
+		// or it would stay taken for the whole lease.
+		l.undos.add(l, lease.key, lease.ID, lease.limit)
+	}
 	switch l.cfg.policy {
 	case FailLocal:
 		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
@@ -97,8 +105,9 @@ func (l *Limiter) degradeAcquire(req *request) Result {
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
 // one already released or expired, does nothing. Release is never refused
-// by the circuit breaker; an error means Redis could not be reached, and
-// the slot comes back by itself when the lease expires.
+// by the circuit breaker. An error means Redis could not be reached: the
+// Limiter retries in the background until Redis answers or the lease would
+// have expired anyway.
 func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		return nil
@@ -109,13 +118,77 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		}
 		return nil
 	}
-	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
-		scripts.ConcurrencyReleaseArgs{Id: lease.ID, Now: l.nowArg()})
-	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lease.limit, key: lease.key}
-	if _, err := l.run(ctx, &req); err != nil {
-		return fmt.Errorf("sluice: release %s: %w (the lease expires by itself after %v)", lease.key, err, lease.limit.Period)
+	if err := l.release(ctx, lease.key, lease.ID, lease.limit); err != nil {
+		if ctx.Err() == nil {
+			l.undos.add(l, lease.key, lease.ID, lease.limit)
+		}
+		return fmt.Errorf("sluice: release %s: %w (retried in the background; at the latest the lease expires after %v)", lease.key, err, lease.limit.Period)
 	}
 	return nil
+}
+
+// release removes holder id from key in Redis, bypassing the breaker.
+func (l *Limiter) release(ctx context.Context, key, id string, lim Limit) error {
+	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: key},
+		scripts.ConcurrencyReleaseArgs{ID: id, Now: l.nowArg()})
+	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lim, key: key}
+	_, err := l.run(ctx, &req)
+	return err
+}
+
+// undoQueue gives back, in the background, slots that Acquires whose
+// replies never came may have taken in Redis. One goroutine drains it while
+// it has work and then exits; each entry is retried until it succeeds or
+// its lease would have expired anyway. When the queue is full an entry is
+// dropped and its slot comes back when the lease expires.
+type undoQueue struct {
+	ch      chan undo
+	running atomic.Bool
+}
+
+type undo struct {
+	key, id string
+	limit   Limit
+	until   time.Time // the lease's end at the latest: nothing to give back after it
+}
+
+func newUndoQueue() *undoQueue { return &undoQueue{ch: make(chan undo, 4096)} }
+
+func (q *undoQueue) add(l *Limiter, key, id string, lim Limit) {
+	select {
+	case q.ch <- undo{key: key, id: id, limit: lim, until: time.Now().Add(lim.Period)}:
+	default:
+		return
+	}
+	if q.running.CompareAndSwap(false, true) {
+		go q.drain(l)
+	}
+}
+
+func (q *undoQueue) drain(l *Limiter) {
+	for {
+		select {
+		case u := <-q.ch:
+			if !time.Now().Before(u.until) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.timeoutMax, time.Second))
+			err := l.release(ctx, u.key, u.id, u.limit)
+			cancel()
+			if err != nil {
+				select {
+				case q.ch <- u: // try again after the others
+				default:
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		default:
+			q.running.Store(false)
+			if len(q.ch) == 0 || !q.running.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}
 }
 
 func decodeAcquire(r rueidis.RedisResult) (decision, error) {

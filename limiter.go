@@ -22,6 +22,7 @@ type Limiter struct {
 	router  *router          // the Redis node of each key, each with its own breaker
 	local   *localFallback
 	denials *denialCache // nil: off
+	undos   *undoQueue   // slots timed-out Acquires may have taken in Redis
 	metrics *metrics     // nil: no metrics
 }
 
@@ -58,7 +59,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock}
+	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue()}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -282,7 +283,7 @@ func rateCall(k string, lim Limit, cost int64, now *int64, peek bool) (luart.Cal
 	case AlgTokenBucket:
 		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeTokenBucket
 	default:
-		return scripts.Gcra.Call(scripts.GcraKeys{State: k}, scripts.GcraArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeGcra
+		return scripts.GCRA.Call(scripts.GCRAKeys{State: k}, scripts.GCRAArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeGcra
 	}
 }
 
@@ -294,7 +295,7 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Cal
 		for _, lim := range limits {
 			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
 		}
-		return scripts.GcraMulti.Call(scripts.GcraMultiKeys{States: keys}, scripts.GcraMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
+		return scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
 	}
 	nums := make([]int64, 0, 2*len(limits))
 	for _, lim := range limits {
@@ -325,12 +326,12 @@ func decodeTokenBucket(r rueidis.RedisResult) (decision, error) {
 }
 
 func decodeGcra(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.Gcra.Decode(r)
+	m, err := scripts.GCRA.Decode(r)
 	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
 }
 
 func decodeGcraMulti(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.GcraMulti.Decode(r)
+	m, err := scripts.GCRAMulti.Decode(r)
 	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -35,6 +37,16 @@ const (
 	// sluice.limit, sluice.algorithm. They are counted in
 	// MetricDecisions too.
 	MetricDenialCacheHits = "sluice.denial_cache.hits"
+	// MetricBreakerState is the state of each Redis node's circuit
+	// breaker (observable gauge, {state}): 0 closed, 1 half-open, 2 open;
+	// attribute sluice.node as for MetricBreakerTransitions. A node is
+	// reported from its breaker's first state change on; a node missing
+	// has never left the closed state.
+	MetricBreakerState = "sluice.breaker.state"
+	// MetricScriptReloads counts NOSCRIPT replies, each answered by
+	// sending the script with EVAL ({reload}): after a restart, a failover
+	// or SCRIPT FLUSH, once per script and connection that meets it.
+	MetricScriptReloads = "sluice.script.reloads"
 )
 
 // WithMeterProvider records the metrics above with mp (an OpenTelemetry
@@ -57,9 +69,12 @@ type metrics struct {
 	failures  metric.Int64Counter
 	breaker   metric.Int64Counter
 	cacheHits metric.Int64Counter
+	reloads   metric.Int64Counter
 
-	mu   sync.RWMutex
-	sets map[setKey]*limitSets
+	mu      sync.RWMutex
+	sets    map[setKey]*limitSets
+	states  sync.Map                     // node address → *atomic.Int32, the MetricBreakerState value
+	scripts atomic.Pointer[scriptClient] // the client wrapped to count NOSCRIPT replies
 }
 
 // limitSets are one limit's attribute sets, built once: decisions record
@@ -145,6 +160,21 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Denials answered from the local denial cache, without a round trip."), metric.WithUnit("{decision}")); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricDenialCacheHits, err)
 	}
+	if m.reloads, err = meter.Int64Counter(MetricScriptReloads,
+		metric.WithDescription("NOSCRIPT replies answered by sending the script with EVAL."), metric.WithUnit("{reload}")); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricScriptReloads, err)
+	}
+	if _, err = meter.Int64ObservableGauge(MetricBreakerState,
+		metric.WithDescription("Circuit breaker state per Redis node: 0 closed, 1 half-open, 2 open."), metric.WithUnit("{state}"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			m.states.Range(func(node, v any) bool {
+				o.Observe(int64(v.(*atomic.Int32).Load()), metric.WithAttributes(attribute.String("sluice.node", node.(string))))
+				return true
+			})
+			return nil
+		})); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricBreakerState, err)
+	}
 	return m, nil
 }
 
@@ -186,6 +216,56 @@ func (m *metrics) transition(node string, to breakerState) {
 	if m == nil {
 		return
 	}
+	v, _ := m.states.LoadOrStore(node, new(atomic.Int32))
+	switch to {
+	case breakerClosed:
+		v.(*atomic.Int32).Store(0)
+	case breakerHalfOpen:
+		v.(*atomic.Int32).Store(1)
+	default:
+		v.(*atomic.Int32).Store(2)
+	}
 	m.breaker.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String("sluice.node", node), attribute.String("sluice.breaker.state", to.String())))
+}
+
+// scriptClient passes commands to the Limiter's client and counts the
+// NOSCRIPT replies (luart.Do answers each with EVAL).
+type scriptClient struct {
+	rueidis.CommandClient
+	m *metrics
+}
+
+func (c *scriptClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := c.CommandClient.Do(ctx, cmd)
+	if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+		c.m.reloads.Add(ctx, 1)
+	}
+	return r
+}
+
+// scriptsVia returns the client script calls go through: client itself
+// without metrics, else client wrapped to count NOSCRIPT replies (built
+// once per client).
+func (m *metrics) scriptsVia(client rueidis.CommandClient) rueidis.CommandClient {
+	if m == nil {
+		return client
+	}
+	if c := m.scripts.Load(); c != nil && sameClient(c.CommandClient, client) {
+		return c
+	}
+	c := &scriptClient{CommandClient: client, m: m}
+	m.scripts.Store(c)
+	return c
+}
+
+// sameClient reports whether a and b are the same client; false when their
+// type cannot be compared.
+func sameClient(a, b rueidis.CommandClient) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }

@@ -24,12 +24,38 @@ type node struct {
 	lastReply atomic.Int64 // UnixNano of the last reply this node gave to any call
 	latency   latency
 	deadlines sharedDeadline
+
+	inflight     atomic.Int64 // calls of ours waiting on the node
+	waitingSince atomic.Int64 // UnixNano since which calls have waited on the node with no reply; 0: none waiting
 }
 
 // replied records an answer from the node to a call that took d.
 func (n *node) replied(d time.Duration) {
 	n.lastReply.Store(time.Now().UnixNano())
+	n.waitingSince.Store(0)
 	n.latency.observe(d)
+}
+
+// sending records that a call goes to the node at t; finished must follow.
+func (n *node) sending(t time.Time) {
+	n.inflight.Add(1)
+	n.waitingSince.CompareAndSwap(0, t.UnixNano())
+}
+
+// finished records that a call stopped waiting on the node, answered or not.
+func (n *node) finished() {
+	if n.inflight.Add(-1) == 0 {
+		n.waitingSince.Store(0)
+	}
+}
+
+// silentFor reports whether calls have waited on the node for at least d
+// without the node answering any of them: whoever gave up on those calls
+// (their callers, or a deadline rueidis took from another call), the node
+// is not answering.
+func (n *node) silentFor(d time.Duration) bool {
+	ws := n.waitingSince.Load()
+	return ws != 0 && time.Since(time.Unix(0, ws)) >= d
 }
 
 // answeredSince reports whether the node answered any call after t: a call

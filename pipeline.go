@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type request struct {
 	cost  int64
 	peek  bool
 	lease *Lease // acquire
+	cause error  // why Redis could not decide (set before the failure policy runs)
 	// node is where the call went (set by call).
 	node *node
 }
@@ -81,6 +83,7 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 		if req.kind == callRenew || req.kind == callRelease {
 			return Result{}, err
 		}
+		req.cause = err
 		res = l.degrade(req)
 	}
 	if req.kind != callRelease {
@@ -103,8 +106,9 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 		}
 	}
 	start := time.Now()
+	t := l.timeoutFor(n, probe)
 	cctx, own := ctx, false
-	if t := l.timeoutFor(n, probe); t > 0 {
+	if t > 0 {
 		switch dl, ok := ctx.Deadline(); {
 		case ctx == context.Background():
 			cctx, own = n.deadlines.get(start, t), true
@@ -117,12 +121,23 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 			own = true
 		}
 	}
-	d, err := req.decode(luart.Do(cctx, l.client, req.call))
-	if err != nil && !own && ctx.Err() == nil && isTimeout(err) {
-		if _, ok := ctx.Deadline(); ok {
+	n.sending(start)
+	d, err := req.decode(luart.Do(cctx, l.metrics.scriptsVia(l.client), req.call))
+	// The node counts as silent when calls have waited on it for a whole
+	// timeout without any reply (the upper bound when there is none).
+	silent := err != nil && n.silentFor(cmp.Or(t, l.cfg.timeoutMax))
+	n.finished()
+	if err != nil && ctx.Err() == nil && isTimeout(err) {
+		if dl, ok := cctx.Deadline(); ok && !time.Now().Before(dl) && !own {
 			// The socket deadline rueidis set was the caller's: its
 			// deadline passed, even if ctx.Err() is not set yet.
 			err = errCallerDeadline{err}
+		} else if !ok || time.Now().Before(dl) {
+			// Neither deadline has passed: rueidis failed this call with
+			// a deadline it took from another one (a connection attempt
+			// made on behalf of several calls). It says nothing about the
+			// node unless the node is silent.
+			own = false
 		}
 	}
 	switch classify(ctx, err) {
@@ -132,14 +147,28 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 			n.breaker.done(true)
 		}
 	case outcomeCaller:
+		// A caller giving up says nothing about the node, unless its
+		// deadline passed while the node had left calls unanswered for a
+		// whole timeout: callers whose deadlines are all shorter than the
+		// timeout must not keep a silent node's breaker closed (rueidis
+		// would go on queueing their calls on it).
+		silent = silent && ctx.Err() != context.Canceled
 		if !req.bypass() {
-			n.breaker.abandon()
+			if silent {
+				n.breaker.done(false)
+			} else {
+				n.breaker.abandon()
+			}
+		}
+		if silent {
+			l.router.failed()
 		}
 	default:
-		if isTimeout(err) && n.answeredSince(start) {
+		if isTimeout(err) && (n.answeredSince(start) || !own && !silent) {
 			// The node answered other calls while this one waited: it is
 			// up, and this process or its queue is overloaded. That is no
-			// reason to stop asking it.
+			// reason to stop asking it. Nor is a deadline that was not
+			// this call's, while the node still answers.
 			if !req.bypass() {
 				n.breaker.abandon()
 			}

@@ -1,6 +1,17 @@
 // Package bench compares sluice with peer Redis rate limiters
-// (go-redis/redis_rate and ulule/limiter) on one private redis-server.
-// Everything is in its tests: `go test` checks that the compared limiters
-// admit the same requests, `go test -run '^$' -bench .` measures them.
+// (go-redis/redis_rate, throttled/throttled and ulule/limiter), with a bare
+// GCRA script and with redis-benchmark, on one private redis-server.
+// Everything is in its tests:
+//
+//   - go test: every measurement runs briefly and checks only that each
+//     limiter decided as expected (TestReport, TestGrowth, TestHTTP,
+//     TestSameDecisions).
+//   - go test -run 'TestReport$' -report: the side-by-side comparison in
+//     interleaved rounds, HTTP under load and the middleware overhead;
+//     rewrites docs/benchmarks.md and its plot.
+//   - go test -run 'TestGrowth$' -growth: memory and throughput as
+//     identities, limits per request and cluster masters grow.
+//   - go test -run '^$' -bench .: Go benchmarks, for profiling one case.
+//
 // docs/benchmarks.md has the results and how to read them.
 package bench

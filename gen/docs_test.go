@@ -128,3 +128,20 @@ func TestDocsListEveryError(t *testing.T) {
 		t.Errorf("%s does not show the collision message %q", annotationsDoc, collision)
 	}
 }
+
+// TestDocsListInitialisms checks that docs/annotations.md lists exactly the
+// initialisms the generator writes in capitals.
+func TestDocsListInitialisms(t *testing.T) {
+	b, err := os.ReadFile(annotationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)The initialisms are those of Go's naming convention that staticcheck checks \(ST1003\) and GCRA:\s*(.*?)\s*\(` + "`gen.Initialisms\\(\\)`").FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: the list of initialisms not found", annotationsDoc)
+	}
+	listed := strings.Join(strings.Fields(strings.ReplaceAll(string(m[1]), ",", " ")), " ")
+	if want := strings.Join(gen.Initialisms(), " "); listed != want {
+		t.Errorf("%s lists the initialisms\n%s\nthe generator has\n%s", annotationsDoc, listed, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // generatedHeader is Go's rule for recognising generated files.
@@ -52,7 +53,9 @@ func generatedProblem(pkg, goName string, src, out []byte) error {
 	if f.Name.Name != pkg {
 		return fmt.Errorf("package %s, want %s", f.Name.Name, pkg)
 	}
-	srcName := strings.ToLower(goName[:1]) + goName[1:] + "Source"
+	// The source constant is the Go name unexported, a leading initialism
+	// lowered whole (GCRAMulti → gcraMultiSource).
+	srcName := unexported(goName) + "Source"
 	shaName := goName + "SHA1"
 	consts := map[string]ast.Expr{}
 	for _, d := range f.Decls {
@@ -177,4 +180,22 @@ func goTestModule(t *testing.T, files map[string][]byte) {
 			t.Fatalf("go %s on the generated code: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+}
+
+// unexported lowers the leading word of an exported Go name, an initialism
+// whole: "TokenBucket" → "tokenBucket", "GCRA" → "gcra", "GCRAMulti" →
+// "gcraMulti", "IDs" → "ids".
+func unexported(name string) string {
+	r := []rune(name)
+	caps := 0
+	for caps < len(r) && (unicode.IsUpper(r[caps]) || caps > 0 && unicode.IsDigit(r[caps])) {
+		caps++
+	}
+	switch {
+	case caps <= 1 || caps == len(r):
+	case r[caps] == 's' && (caps+1 == len(r) || unicode.IsUpper(r[caps+1])):
+	default:
+		caps--
+	}
+	return strings.ToLower(string(r[:max(caps, 1)])) + string(r[max(caps, 1):])
 }

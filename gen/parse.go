@@ -297,7 +297,8 @@ func parseHeader(s *Script, src []byte, e *errs) {
 	var doc []string
 	seenAnnotation := false
 	seenScript := false
-	names := map[string]map[string]string{"key": {}, "arg": {}, "return": {}} // per section: Go name -> annotation name
+	names := map[string]map[string]bool{"key": {}, "arg": {}, "return": {}} // per section: annotation names declared
+	goNames := map[string]goNameOverride{}                                  // @goname: annotation name -> Go name
 	inHeader := true
 	optionalSeen := false
 	variadicKey := "" // the name of the variadic @key, once declared
@@ -375,7 +376,7 @@ func parseHeader(s *Script, src []byte, e *errs) {
 				e.add(lineNo, f.Col, "key %q after the variadic key %q; a variadic @key must be the last @key", f.Name, variadicKey)
 				continue
 			}
-			if checkUnique(e, names["key"], f, "key") {
+			if checkDeclared(e, names["key"], f, "key") {
 				s.Keys = append(s.Keys, f)
 				if f.Variadic {
 					variadicKey = f.Name
@@ -403,7 +404,7 @@ func parseHeader(s *Script, src []byte, e *errs) {
 					continue
 				}
 			}
-			if !checkUnique(e, names[what], f, what) {
+			if !checkDeclared(e, names[what], f, what) {
 				continue
 			}
 			if directive == "@arg" {
@@ -414,14 +415,59 @@ func parseHeader(s *Script, src []byte, e *errs) {
 			} else {
 				s.Returns = append(s.Returns, f)
 			}
+		case "@goname":
+			if len(words) != 3 {
+				e.add(lineNo, cols[0], "@goname takes a name and its Go name: @goname NAME GoName")
+				continue
+			}
+			if !token.IsIdentifier(words[2]) || !token.IsExported(words[2]) {
+				e.add(lineNo, cols[2], "invalid Go name %q: want an exported Go identifier (a capital letter, then letters, digits or underscores)", words[2])
+				continue
+			}
+			if prev, dup := goNames[words[1]]; dup {
+				e.add(lineNo, cols[0], "@goname for %q given twice (first on line %d)", words[1], prev.line)
+				continue
+			}
+			goNames[words[1]] = goNameOverride{goName: words[2], line: lineNo, col: cols[1]}
 		default:
-			e.add(lineNo, cols[0], "unknown annotation %q; want @script, @key, @arg, @return or @readonly", directive)
+			e.add(lineNo, cols[0], "unknown annotation %q; want @script, @key, @arg, @return, @readonly or @goname", directive)
 		}
 	}
 	if !seenScript {
 		e.add(1, 1, "missing @script NAME annotation in the header comment")
 	}
 	s.Doc = joinDoc(doc)
+	applyGoNames(s, e, goNames)
+	s.Keys = uniqueGoNames(e, s.Keys, "key")
+	s.Args = uniqueGoNames(e, s.Args, "arg")
+	s.Returns = uniqueGoNames(e, s.Returns, "return")
+}
+
+// goNameOverride is one @goname annotation.
+type goNameOverride struct {
+	goName    string
+	line, col int
+}
+
+// applyGoNames gives the script and every field named in a @goname
+// annotation the Go name it states.
+func applyGoNames(s *Script, e *errs, overrides map[string]goNameOverride) {
+	for name, o := range overrides {
+		used := false
+		if s.Name == name {
+			s.GoName, used = o.goName, true
+		}
+		for _, fields := range []*[]Field{&s.Keys, &s.Args, &s.Returns} {
+			for i := range *fields {
+				if (*fields)[i].Name == name {
+					(*fields)[i].GoName, used = o.goName, true
+				}
+			}
+		}
+		if !used {
+			e.add(o.line, o.col, "@goname %q: no @script, @key, @arg or @return has that name", name)
+		}
+	}
 }
 
 // isLongBracket reports whether s starts a Lua long bracket such as [[ or [==[.
@@ -541,17 +587,30 @@ func field(e *errs, line int, directive string, words []string, cols []int, body
 	return f, true
 }
 
-func checkUnique(e *errs, names map[string]string, f Field, what string) bool {
-	if prev, dup := names[f.GoName]; dup {
-		if prev == f.Name {
-			e.add(f.Line, f.Col, "%s %q declared twice", what, f.Name)
-		} else {
-			e.add(f.Line, f.Col, "%s %q collides with %s %q: both are %s in Go", what, f.Name, what, prev, f.GoName)
-		}
+// checkDeclared reports a second declaration of f's name in its section.
+func checkDeclared(e *errs, names map[string]bool, f Field, what string) bool {
+	if names[f.Name] {
+		e.add(f.Line, f.Col, "%s %q declared twice", what, f.Name)
 		return false
 	}
-	names[f.GoName] = f.Name
+	names[f.Name] = true
 	return true
+}
+
+// uniqueGoNames drops, with an error, each field whose Go name an earlier
+// field of its section has already.
+func uniqueGoNames(e *errs, fields []Field, what string) []Field {
+	seen := map[string]string{} // Go name -> annotation name
+	out := fields[:0]
+	for _, f := range fields {
+		if prev, dup := seen[f.GoName]; dup {
+			e.add(f.Line, f.Col, "%s %q collides with %s %q: both are %s in Go", what, f.Name, what, prev, f.GoName)
+			continue
+		}
+		seen[f.GoName] = f.Name
+		out = append(out, f)
+	}
+	return out
 }
 
 // checkName validates a lower snake case name and derives its Go name.
@@ -564,9 +623,12 @@ func checkName(e *errs, line, col int, name string) (string, bool) {
 	return goName, true
 }
 
-// GoName derives the exported Go identifier of an annotation name
-// ("retry_after_ms" → "RetryAfterMs"). It returns a description of the
-// problem when name is not lower snake case or is a Go keyword.
+// GoName derives the exported Go identifier of an annotation name: each
+// word capitalised, the underscores dropped, and the words that are Go
+// initialisms (see Initialisms) in capitals, as Go code spells them:
+// "retry_after_ms" → "RetryAfterMs", "user_id" → "UserID", "gcra" →
+// "GCRA", "urls" → "URLs". It returns a description of the problem when
+// name is not lower snake case or is a Go keyword.
 func GoName(name string) (string, string) {
 	if name == "" {
 		return "", "empty name"
@@ -589,10 +651,39 @@ func GoName(name string) (string, string) {
 		if p == "" {
 			return "", fmt.Sprintf("invalid name %q: underscores must separate words (no leading, trailing or double underscores)", name)
 		}
-		b.WriteString(strings.ToUpper(p[:1]))
-		b.WriteString(p[1:])
+		switch up := strings.ToUpper(p); {
+		case initialisms[up]:
+			b.WriteString(up)
+		case len(p) > 2 && p[len(p)-1] == 's' && initialisms[up[:len(up)-1]]:
+			b.WriteString(up[:len(up)-1] + "s") // "ids" → "IDs"
+		default:
+			b.WriteString(up[:1])
+			b.WriteString(p[1:])
+		}
 	}
 	return b.String(), ""
+}
+
+// Initialisms lists the words GoName writes in capitals: the initialisms of
+// Go's naming convention that staticcheck knows (ST1003), and the
+// algorithm names of sluice.
+func Initialisms() []string {
+	out := make([]string, 0, len(initialisms))
+	for w := range initialisms {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var initialisms = map[string]bool{
+	"ACL": true, "AMQP": true, "API": true, "ASCII": true, "CPU": true, "CSS": true, "DB": true,
+	"DNS": true, "EOF": true, "GCRA": true, "GID": true, "GUID": true, "HTML": true, "HTTP": true,
+	"HTTPS": true, "ID": true, "IP": true, "JSON": true, "LHS": true, "QPS": true, "RAM": true,
+	"RHS": true, "RPC": true, "RTP": true, "SIP": true, "SLA": true, "SMTP": true, "SQL": true,
+	"SSH": true, "TCP": true, "TLS": true, "TS": true, "TTL": true, "UDP": true, "UI": true,
+	"UID": true, "URI": true, "URL": true, "UTF8": true, "UUID": true, "VM": true, "XML": true,
+	"XMPP": true, "XSRF": true, "XSS": true,
 }
 
 // joinDoc trims leading and trailing blank lines.
@@ -610,7 +701,7 @@ func joinDoc(lines []string) string {
 func knownDirective(body string) bool {
 	w, _ := fields(body, 1)
 	switch w[0] {
-	case "@script", "@readonly", "@key", "@arg", "@return":
+	case "@script", "@readonly", "@key", "@arg", "@return", "@goname":
 		return true
 	}
 	return false

@@ -31,9 +31,9 @@ var parseErrorCases = []struct {
 	{"@script with two names", "-- @script a b\n", []string{
 		"t.lua:1:4: @script takes exactly one name: @script NAME"}},
 	{"unknown annotation", h + "-- @keys k\n", []string{
-		`t.lua:2:4: unknown annotation "@keys"; want @script, @key, @arg, @return or @readonly`}},
+		`t.lua:2:4: unknown annotation "@keys"; want @script, @key, @arg, @return, @readonly or @goname`}},
 	{"lone @", h + "-- @\n", []string{
-		`t.lua:2:4: unknown annotation "@"; want @script, @key, @arg, @return or @readonly`}},
+		`t.lua:2:4: unknown annotation "@"; want @script, @key, @arg, @return, @readonly or @goname`}},
 	{"annotation after the code", h + "return 1\n-- @key late\n", []string{
 		"t.lua:3:4: annotation outside the header; annotations belong in the comment block at the top of the file"}},
 	{"annotation after a blank line", h + "\n-- @arg n int\n", []string{
@@ -183,6 +183,21 @@ var parseErrorCases = []struct {
 		"t.lua:3:1: Lua syntax error: no loop to break"}},
 	{"vararg outside a vararg function", h + "local function f()\n  return ...\nend\n", []string{
 		"t.lua:3:1: Lua syntax error: cannot use '...' outside a vararg function"}},
+	// @goname.
+	{"@goname without a Go name", h + "-- @key k\n-- @goname k\n", []string{
+		"t.lua:3:4: @goname takes a name and its Go name: @goname NAME GoName"}},
+	{"@goname with three words", h + "-- @key k\n-- @goname k K extra\n", []string{
+		"t.lua:3:4: @goname takes a name and its Go name: @goname NAME GoName"}},
+	{"@goname not exported", h + "-- @key k\n-- @goname k key\n", []string{
+		`t.lua:3:14: invalid Go name "key": want an exported Go identifier (a capital letter, then letters, digits or underscores)`}},
+	{"@goname not an identifier", h + "-- @key k\n-- @goname k Key-1\n", []string{
+		`t.lua:3:14: invalid Go name "Key-1": want an exported Go identifier (a capital letter, then letters, digits or underscores)`}},
+	{"@goname twice", h + "-- @key k\n-- @goname k K1\n-- @goname k K2\n", []string{
+		`t.lua:4:4: @goname for "k" given twice (first on line 3)`}},
+	{"@goname of nothing", h + "-- @key k\n-- @goname kk K\n", []string{
+		`t.lua:3:12: @goname "kk": no @script, @key, @arg or @return has that name`}},
+	{"@goname makes a collision", h + "-- @arg a int\n-- @arg b int\n-- @goname b A\n", []string{
+		`t.lua:3:9: arg "b" collides with arg "a": both are A in Go`}},
 	{"goto", h + "for i = 1, 3 do\n  goto continue\n  ::continue::\nend\n", []string{
 		"t.lua:3:1: Lua syntax error: goto is not available in the Lua 5.1 of Redis",
 		"t.lua:4:1: Lua syntax error: labels (::continue::) are not available in the Lua 5.1 of Redis"}},
@@ -240,7 +255,7 @@ func TestParseScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Path != "scripts/gcra.lua" || s.Name != "gcra" || s.GoName != "Gcra" || s.NameLine != 5 || s.NameCol != 12 {
+	if s.Path != "scripts/gcra.lua" || s.Name != "gcra" || s.GoName != "GCRA" || s.NameLine != 5 || s.NameCol != 12 {
 		t.Errorf("Path, Name, GoName, NameLine, NameCol = %q %q %q %d %d", s.Path, s.Name, s.GoName, s.NameLine, s.NameCol)
 	}
 	if want := "Gcra checks a limit.\n\nSecond paragraph."; s.Doc != want {
@@ -333,8 +348,24 @@ func TestParseSameNameInTwoSections(t *testing.T) {
 
 func TestGoName(t *testing.T) {
 	for _, tt := range []struct{ name, goName, problem string }{
-		{"gcra", "Gcra", ""},
+		{"gcra", "GCRA", ""},
+		{"gcra_multi", "GCRAMulti", ""},
+		{"fixed_window", "FixedWindow", ""},
 		{"retry_after_ms", "RetryAfterMs", ""},
+		{"id", "ID", ""},
+		{"user_id", "UserID", ""},
+		{"ids", "IDs", ""},
+		{"ttl_ms", "TTLMs", ""},
+		{"url", "URL", ""},
+		{"http_status", "HTTPStatus", ""},
+		{"https", "HTTPS", ""},
+		{"json_doc", "JSONDoc", ""},
+		{"utf8", "UTF8", ""},
+		{"db", "DB", ""},
+		{"idle", "Idle", ""}, // a word starting with an initialism is not one
+		{"s", "S", ""},       // nor is the plural of nothing
+		{"ok", "Ok", ""},     // OK is not an initialism of the list
+		{"apis", "APIs", ""},
 		{"a1_b2", "A1B2", ""},
 		{"v_2", "V2", ""},
 		{"", "", "empty name"},

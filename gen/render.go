@@ -94,7 +94,26 @@ func identifiers(s *Script) []string {
 	return []string{n, n + "Script", n + "Keys", n + "Args", n + "Result", n + "SHA1", unexport(n) + "Source"}
 }
 
-func unexport(s string) string { return strings.ToLower(s[:1]) + s[1:] }
+// unexport turns an exported Go name into the unexported one Go code would
+// write, lowering a leading initialism whole: "TokenBucket" → "tokenBucket",
+// "GCRA" → "gcra", "GCRAMulti" → "gcraMulti", "IDs" → "ids".
+func unexport(s string) string {
+	n := 0 // leading capitals and digits
+	for n < len(s) && (s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
+		n++
+	}
+	switch {
+	case n <= 1 || n == len(s):
+	case s[n] == 's' && (n+1 == len(s) || s[n+1] >= 'A' && s[n+1] <= 'Z'):
+		// A plural initialism: "IDsFor".
+	default:
+		n-- // the last capital starts the next word: "GCRAMulti"
+	}
+	if n == 0 {
+		n = 1
+	}
+	return strings.ToLower(s[:n]) + s[n:]
+}
 
 // checkPackageNames reports scripts whose generated identifiers collide
 // with those of another script in the same package.
@@ -469,8 +488,14 @@ func scriptDoc(s *Script, file string) string {
 	if s.Doc == "" {
 		return first
 	}
-	if strings.HasPrefix(s.Doc, s.GoName+" ") {
+	word, rest, _ := strings.Cut(s.Doc, " ")
+	switch {
+	case word == s.GoName && rest != "":
 		return s.Doc
+	case strings.EqualFold(word, s.GoName) && rest != "":
+		// The Go name spelled with other capitals ("Gcra checks" for
+		// GCRA): spelled as the identifier in the Go doc comment.
+		return s.GoName + " " + rest
 	}
 	return first + "\n\n" + s.Doc
 }

@@ -40,9 +40,9 @@ func TestCluster(t *testing.T) {
 				scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: key("sl")}, scripts.SlidingLogArgs{Limit: 1, Period: 1_000_000, Cost: 1, Now: &now}),
 				scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: key("sw")}, scripts.SlidingWindowArgs{Limit: 1, Period: 1_000_000, Cost: 1, Now: &now}),
 				scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: key("tb")}, scripts.TokenBucketArgs{Limit: 1, Period: 1_000_000, Burst: 1, Cost: 1, Now: &now}),
-				scripts.Gcra.Call(scripts.GcraKeys{State: key("gcra")}, scripts.GcraArgs{Limit: 1, Period: 1_000_000, Burst: 1, Cost: 1, Now: &now}),
-				scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: key("conc")}, scripts.ConcurrencyAcquireArgs{Limit: 1, Lease: 1_000_000, Id: holder, Now: &now}),
-				scripts.GcraMulti.Call(scripts.GcraMultiKeys{States: []string{key("gm-1"), key("gm-2")}}, scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 1, 10, 60_000_000, 10}}),
+				scripts.GCRA.Call(scripts.GCRAKeys{State: key("gcra")}, scripts.GCRAArgs{Limit: 1, Period: 1_000_000, Burst: 1, Cost: 1, Now: &now}),
+				scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: key("conc")}, scripts.ConcurrencyAcquireArgs{Limit: 1, Lease: 1_000_000, ID: holder, Now: &now}),
+				scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: []string{key("gm-1"), key("gm-2")}}, scripts.GCRAMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 1, 10, 60_000_000, 10}}),
 				scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: []string{key("swm-1"), key("swm-2")}}, scripts.SlidingWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 10, 60_000_000}}),
 			)
 			names = append(names, "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency_acquire", "gcra_multi", "sliding_window_multi")
@@ -64,7 +64,7 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	}
-	rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys{Holders: "sluice:{user-3}:conc"}, scripts.ConcurrencyReleaseArgs{Id: "op-0", Now: &now})
+	rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys{Holders: "sluice:{user-3}:conc"}, scripts.ConcurrencyReleaseArgs{ID: "op-0", Now: &now})
 	if err != nil || !rel.Released {
 		t.Errorf("release on the cluster: %+v, %v", rel, err)
 	}

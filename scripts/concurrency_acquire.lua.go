@@ -247,8 +247,8 @@ type ConcurrencyAcquireArgs struct {
 	Limit int64
 	// Lease is ARGV[2]: lease length in µs, >= 1
 	Lease int64
-	// Id is ARGV[3]: the holder, unique per in-flight operation (e.g. a random token); 1 to 256 bytes
-	Id string
+	// ID is ARGV[3]: the holder, unique per in-flight operation (e.g. a random token); 1 to 256 bytes
+	ID string
 	// Now is ARGV[4]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
 }
@@ -274,7 +274,7 @@ func (s *ConcurrencyAcquireScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ConcurrencyAcquireScript) Call(keys ConcurrencyAcquireKeys, args ConcurrencyAcquireArgs) luart.Call {
-	v := []string{keys.Holders, luart.FormatInt(args.Limit), luart.FormatInt(args.Lease), args.Id, luart.FormatOptInt(args.Now)}
+	v := []string{keys.Holders, luart.FormatInt(args.Limit), luart.FormatInt(args.Lease), args.ID, luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

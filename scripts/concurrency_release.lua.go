@@ -208,8 +208,8 @@ type ConcurrencyReleaseKeys struct {
 // ConcurrencyReleaseArgs are the ARGV of concurrency_release.lua, in order.
 // A nil optional argument is sent as the empty string.
 type ConcurrencyReleaseArgs struct {
-	// Id is ARGV[1]: the holder given to concurrency_acquire; 1 to 256 bytes
-	Id string
+	// ID is ARGV[1]: the holder given to concurrency_acquire; 1 to 256 bytes
+	ID string
 	// Now is ARGV[2]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
 }
@@ -233,7 +233,7 @@ func (s *ConcurrencyReleaseScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ConcurrencyReleaseScript) Call(keys ConcurrencyReleaseKeys, args ConcurrencyReleaseArgs) luart.Call {
-	v := []string{keys.Holders, args.Id, luart.FormatOptInt(args.Now)}
+	v := []string{keys.Holders, args.ID, luart.FormatOptInt(args.Now)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -92,13 +92,13 @@ func TestConcurrentExactness(t *testing.T) {
 			return res.Allowed, err
 		}},
 		{"gcra", true, func(ctx context.Context, now int64) (bool, error) {
-			res, err := scripts.Gcra.Run(ctx, c, scripts.GcraKeys{State: "sluice:{conc-gcra}:state"},
-				scripts.GcraArgs{Limit: limit, Period: hour, Burst: limit, Cost: 1, Now: &now})
+			res, err := scripts.GCRA.Run(ctx, c, scripts.GCRAKeys{State: "sluice:{conc-gcra}:state"},
+				scripts.GCRAArgs{Limit: limit, Period: hour, Burst: limit, Cost: 1, Now: &now})
 			return res.Allowed, err
 		}},
 		{"gcra_multi", true, func(ctx context.Context, now int64) (bool, error) {
-			res, err := scripts.GcraMulti.Run(ctx, c, scripts.GcraMultiKeys{States: []string{"sluice:{conc-gm}:second", "sluice:{conc-gm}:hour"}},
-				scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 1000, 100, hour, 100}})
+			res, err := scripts.GCRAMulti.Run(ctx, c, scripts.GCRAMultiKeys{States: []string{"sluice:{conc-gm}:second", "sluice:{conc-gm}:hour"}},
+				scripts.GCRAMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 1000, 100, hour, 100}})
 			return res.Allowed, err
 		}},
 		{"sliding_window_multi", false, func(ctx context.Context, now int64) (bool, error) {
@@ -138,7 +138,7 @@ func TestConcurrentHolders(t *testing.T) {
 	decide := func(ctx context.Context, _ int64) (bool, error) {
 		id := fmt.Sprintf("op-%d", seq.Add(1))
 		res, err := scripts.ConcurrencyAcquire.Run(ctx, c, key,
-			scripts.ConcurrencyAcquireArgs{Limit: slots, Lease: 60_000_000, Id: id})
+			scripts.ConcurrencyAcquireArgs{Limit: slots, Lease: 60_000_000, ID: id})
 		if err != nil || !res.Allowed {
 			return false, err
 		}
@@ -152,8 +152,8 @@ func TestConcurrentHolders(t *testing.T) {
 		if err != nil {
 			return true, err
 		}
-		rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys{Holders: key.Holders},
-			scripts.ConcurrencyReleaseArgs{Id: id})
+		rel, err := scripts.ConcurrencyRelease.Run(ctx, c, scripts.ConcurrencyReleaseKeys(key),
+			scripts.ConcurrencyReleaseArgs{ID: id})
 		if err == nil && !rel.Released {
 			err = fmt.Errorf("release of %s: not held", id)
 		}

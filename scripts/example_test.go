@@ -13,7 +13,7 @@ import (
 // A GCRA limit of 3 per second with a burst of 3: three requests pass at
 // once, the fourth must wait one emission interval (1/3 s, rounded up to
 // the µs), and at that instant it passes.
-func ExampleGcraScript_Run() {
+func ExampleGCRAScript_Run() {
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		panic(err)
@@ -26,10 +26,10 @@ func ExampleGcraScript_Run() {
 	defer client.Close()
 
 	ctx := context.Background()
-	keys := scripts.GcraKeys{State: "rl:{user:42}:gcra"}
+	keys := scripts.GCRAKeys{State: "rl:{user:42}:gcra"}
 	now := int64(1_700_000_000_000_000) // µs; leave Now nil to use the server's clock
 	for i := 0; i < 5; i++ {
-		res, err := scripts.Gcra.Run(ctx, client, keys, scripts.GcraArgs{Limit: 3, Period: 1_000_000, Burst: 3, Cost: 1, Now: &now})
+		res, err := scripts.GCRA.Run(ctx, client, keys, scripts.GCRAArgs{Limit: 3, Period: 1_000_000, Burst: 3, Cost: 1, Now: &now})
 		if err != nil {
 			panic(err)
 		}
@@ -47,7 +47,7 @@ func ExampleGcraScript_Run() {
 // Two limits on one identity, checked and charged together: 2 per second
 // and 3 per 10 seconds, each on its own key (the state the gcra script
 // keeps for that limit alone). limiting names the limit that decided.
-func ExampleGcraMultiScript_Run() {
+func ExampleGCRAMultiScript_Run() {
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		panic(err)
@@ -60,11 +60,11 @@ func ExampleGcraMultiScript_Run() {
 	defer client.Close()
 
 	ctx := context.Background()
-	keys := scripts.GcraMultiKeys{States: []string{"rl:{user:42}:gcra-2-1s", "rl:{user:42}:gcra-3-10s"}}
+	keys := scripts.GCRAMultiKeys{States: []string{"rl:{user:42}:gcra-2-1s", "rl:{user:42}:gcra-3-10s"}}
 	now := int64(1_700_000_000_000_000)
 	for _, wait := range []int64{0, 0, 0, 500_000, 500_000} {
 		now += wait
-		res, err := scripts.GcraMulti.Run(ctx, client, keys, scripts.GcraMultiArgs{Cost: 1, Now: &now, Limits: []int64{2, 1_000_000, 2, 3, 10_000_000, 3}})
+		res, err := scripts.GCRAMulti.Run(ctx, client, keys, scripts.GCRAMultiArgs{Cost: 1, Now: &now, Limits: []int64{2, 1_000_000, 2, 3, 10_000_000, 3}})
 		if err != nil {
 			panic(err)
 		}

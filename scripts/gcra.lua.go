@@ -19,8 +19,8 @@ const (
 	_ = luart.EnforceVersion(luart.MaxVersion - 1)
 )
 
-// GcraSHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GcraSHA1 = "9182a8575020c06d10ca30ac820cbd72aa774c50"
+// GCRASHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
+const GCRASHA1 = "9182a8575020c06d10ca30ac820cbd72aa774c50"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -282,7 +282,7 @@ elseif found and not peek and redis.call('PTTL', key) == -1 then
 end
 return {allowed, remaining, retry, reset}`
 
-// Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
+// GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
 // emission interval T = period/limit and tolerance (burst-1)*T: a request of
 // cost c is allowed iff max(TAT, now) + c*T - now <= burst*T, where TAT is
 // the theoretical arrival time; it then moves TAT to max(TAT, now) + c*T.
@@ -295,27 +295,27 @@ return {allowed, remaining, retry, reset}`
 // reached (the state is empty). A denied request, a cost of 0 and a peek
 // change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 // exceed 2^52.
-var Gcra = &GcraScript{Script: luart.Script{
+var GCRA = &GCRAScript{Script: luart.Script{
 	Name:     "gcra",
 	Source:   gcraSource,
-	SHA1:     GcraSHA1,
+	SHA1:     GCRASHA1,
 	ReadOnly: false,
 }}
 
-// GcraScript runs gcra.lua; use the value Gcra.
-type GcraScript struct {
+// GCRAScript runs gcra.lua; use the value GCRA.
+type GCRAScript struct {
 	luart.Script
 }
 
-// GcraKeys are the KEYS of gcra.lua, in order.
-type GcraKeys struct {
+// GCRAKeys are the KEYS of gcra.lua, in order.
+type GCRAKeys struct {
 	// State is KEYS[1]: string "tat" or "tat:r": TAT in whole µs and its fraction r > 0 in 1/l µs, l = limit/gcd(limit, period)
 	State string
 }
 
-// GcraArgs are the ARGV of gcra.lua, in order.
+// GCRAArgs are the ARGV of gcra.lua, in order.
 // A nil optional argument is sent as the empty string.
-type GcraArgs struct {
+type GCRAArgs struct {
 	// Limit is ARGV[1]: requests per period, >= 1
 	Limit int64
 	// Period is ARGV[2]: period in µs, >= 1
@@ -330,8 +330,8 @@ type GcraArgs struct {
 	Peek *bool
 }
 
-// GcraResult is the reply of gcra.lua.
-type GcraResult struct {
+// GCRAResult is the reply of gcra.lua.
+type GCRAResult struct {
 	// Allowed is reply element 1.
 	Allowed bool
 	// Remaining is reply element 2: largest cost admitted right after this decision
@@ -344,13 +344,13 @@ type GcraResult struct {
 
 // Run executes the script with EVALSHA, sending it once with EVAL
 // when the server does not have it, and decodes the reply.
-func (s *GcraScript) Run(ctx context.Context, client rueidis.CommandClient, keys GcraKeys, args GcraArgs) (GcraResult, error) {
+func (s *GCRAScript) Run(ctx context.Context, client rueidis.CommandClient, keys GCRAKeys, args GCRAArgs) (GCRAResult, error) {
 	return s.Decode(luart.Do(ctx, client, s.Call(keys, args)))
 }
 
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
-func (s *GcraScript) Call(keys GcraKeys, args GcraArgs) luart.Call {
+func (s *GCRAScript) Call(keys GCRAKeys, args GCRAArgs) luart.Call {
 	v := []string{keys.State, luart.FormatInt(args.Limit), luart.FormatInt(args.Period), luart.FormatInt(args.Burst), luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Peek)}
 	return luart.Call{
 		Script: &s.Script,
@@ -359,18 +359,18 @@ func (s *GcraScript) Call(keys GcraKeys, args GcraArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as GcraResult. Server
+// Decode reads the result of one call of this script as GCRAResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
-func (s *GcraScript) Decode(res rueidis.RedisResult) (GcraResult, error) {
+func (s *GCRAScript) Decode(res rueidis.RedisResult) (GCRAResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 4)
-	r := GcraResult{
+	r := GCRAResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),
 		RetryAfter: d.Int(2, "retry_after"),
 		ResetAfter: d.Int(3, "reset_after"),
 	}
 	if err := d.Err(); err != nil {
-		return GcraResult{}, err
+		return GCRAResult{}, err
 	}
 	return r, nil
 }

@@ -19,8 +19,8 @@ const (
 	_ = luart.EnforceVersion(luart.MaxVersion - 1)
 )
 
-// GcraMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GcraMultiSHA1 = "d72e989101afbb044b94c4cd6de45de461d0738f"
+// GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
+const GCRAMultiSHA1 = "d72e989101afbb044b94c4cd6de45de461d0738f"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
@@ -324,7 +324,7 @@ for i = 1, n do
 end
 return {allowed, remaining, retry, reset, limiting}`
 
-// GcraMulti checks several GCRA limits on one identity (say 10 per second
+// GCRAMulti checks several GCRA limits on one identity (say 10 per second
 // AND 1000 per hour) and charges all of them or none: a request is allowed
 // iff every limit admits it, and only then is cost taken from every limit.
 // Each limit has its own key holding exactly the state the gcra script
@@ -340,27 +340,27 @@ return {allowed, remaining, retry, reset, limiting}`
 // retry_after when denied (the first too small when -1), the first with the
 // smallest remaining when allowed. A denied request and a cost of 0 change
 // nothing. Times are in µs.
-var GcraMulti = &GcraMultiScript{Script: luart.Script{
+var GCRAMulti = &GCRAMultiScript{Script: luart.Script{
 	Name:     "gcra_multi",
 	Source:   gcraMultiSource,
-	SHA1:     GcraMultiSHA1,
+	SHA1:     GCRAMultiSHA1,
 	ReadOnly: false,
 }}
 
-// GcraMultiScript runs gcra_multi.lua; use the value GcraMulti.
-type GcraMultiScript struct {
+// GCRAMultiScript runs gcra_multi.lua; use the value GCRAMulti.
+type GCRAMultiScript struct {
 	luart.Script
 }
 
-// GcraMultiKeys are the KEYS of gcra_multi.lua, in order.
-type GcraMultiKeys struct {
+// GCRAMultiKeys are the KEYS of gcra_multi.lua, in order.
+type GCRAMultiKeys struct {
 	// States is KEYS[1..n], zero or more: one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 	States []string
 }
 
-// GcraMultiArgs are the ARGV of gcra_multi.lua, in order.
+// GCRAMultiArgs are the ARGV of gcra_multi.lua, in order.
 // A nil optional argument is sent as the empty string.
-type GcraMultiArgs struct {
+type GCRAMultiArgs struct {
 	// Cost is ARGV[1]: units this request takes from every limit, >= 0 (0 only reports)
 	Cost int64
 	// Now is ARGV[2]: client clock in µs since the Unix epoch; Redis TIME when unset
@@ -369,8 +369,8 @@ type GcraMultiArgs struct {
 	Limits []int64
 }
 
-// GcraMultiResult is the reply of gcra_multi.lua.
-type GcraMultiResult struct {
+// GCRAMultiResult is the reply of gcra_multi.lua.
+type GCRAMultiResult struct {
 	// Allowed is reply element 1.
 	Allowed bool
 	// Remaining is reply element 2: largest cost admitted right after this decision
@@ -385,13 +385,13 @@ type GcraMultiResult struct {
 
 // Run executes the script with EVALSHA, sending it once with EVAL
 // when the server does not have it, and decodes the reply.
-func (s *GcraMultiScript) Run(ctx context.Context, client rueidis.CommandClient, keys GcraMultiKeys, args GcraMultiArgs) (GcraMultiResult, error) {
+func (s *GCRAMultiScript) Run(ctx context.Context, client rueidis.CommandClient, keys GCRAMultiKeys, args GCRAMultiArgs) (GCRAMultiResult, error) {
 	return s.Decode(luart.Do(ctx, client, s.Call(keys, args)))
 }
 
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
-func (s *GcraMultiScript) Call(keys GcraMultiKeys, args GcraMultiArgs) luart.Call {
+func (s *GCRAMultiScript) Call(keys GCRAMultiKeys, args GCRAMultiArgs) luart.Call {
 	v := make([]string, 0, 2+len(keys.States)+len(args.Limits))
 	v = append(v, keys.States...)
 	n := len(v)
@@ -406,11 +406,11 @@ func (s *GcraMultiScript) Call(keys GcraMultiKeys, args GcraMultiArgs) luart.Cal
 	}
 }
 
-// Decode reads the result of one call of this script as GcraMultiResult. Server
+// Decode reads the result of one call of this script as GCRAMultiResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
-func (s *GcraMultiScript) Decode(res rueidis.RedisResult) (GcraMultiResult, error) {
+func (s *GCRAMultiScript) Decode(res rueidis.RedisResult) (GCRAMultiResult, error) {
 	d := luart.NewDecoder(&s.Script, res, 5)
-	r := GcraMultiResult{
+	r := GCRAMultiResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),
 		RetryAfter: d.Int(2, "retry_after"),
@@ -418,7 +418,7 @@ func (s *GcraMultiScript) Decode(res rueidis.RedisResult) (GcraMultiResult, erro
 		Limiting:   d.Int(4, "limiting"),
 	}
 	if err := d.Err(); err != nil {
-		return GcraMultiResult{}, err
+		return GCRAMultiResult{}, err
 	}
 	return r, nil
 }

@@ -23,8 +23,8 @@ var builtins = []*luart.Script{
 	&scripts.SlidingWindow.Script,
 	&scripts.SlidingWindowMulti.Script,
 	&scripts.TokenBucket.Script,
-	&scripts.Gcra.Script,
-	&scripts.GcraMulti.Script,
+	&scripts.GCRA.Script,
+	&scripts.GCRAMulti.Script,
 	&scripts.ConcurrencyAcquire.Script,
 	&scripts.ConcurrencyRelease.Script,
 }
@@ -93,21 +93,21 @@ func TestGeneratedScriptsOnRealRedis(t *testing.T) {
 
 	now := int64(1_800_000_000_000_000)
 	gcra := func(id string) luart.Call {
-		return scripts.Gcra.Call(scripts.GcraKeys{State: "g:{" + id + "}"},
-			scripts.GcraArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
+		return scripts.GCRA.Call(scripts.GCRAKeys{State: "g:{" + id + "}"},
+			scripts.GCRAArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
 	}
 
 	t.Run("recovers after SCRIPT FLUSH", func(t *testing.T) {
 		if _, err := srv.Command("SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		r, err := scripts.Gcra.Run(ctx, client, scripts.GcraKeys{State: "flush:{a}"},
-			scripts.GcraArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
+		r, err := scripts.GCRA.Run(ctx, client, scripts.GCRAKeys{State: "flush:{a}"},
+			scripts.GCRAArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
 		if err != nil || !r.Allowed || r.Remaining != 9 {
 			t.Fatalf("Run after SCRIPT FLUSH: %+v, %v", r, err)
 		}
-		again, err := scripts.Gcra.Run(ctx, client, scripts.GcraKeys{State: "flush:{a}"},
-			scripts.GcraArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
+		again, err := scripts.GCRA.Run(ctx, client, scripts.GCRAKeys{State: "flush:{a}"},
+			scripts.GCRAArgs{Limit: 10, Period: 1_000_000, Burst: 10, Cost: 1, Now: &now})
 		if err != nil || again.Remaining != 8 {
 			t.Fatalf("second Run: %+v, %v", again, err)
 		}
@@ -131,7 +131,7 @@ func TestGeneratedScriptsOnRealRedis(t *testing.T) {
 					scripts.TokenBucketArgs{Limit: 5, Period: 60_000_000, Burst: 5, Cost: 1, Now: &now}))
 			default:
 				calls = append(calls, scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: "c:{" + id + "}"},
-					scripts.ConcurrencyAcquireArgs{Limit: 3, Lease: 30_000_000, Id: fmt.Sprint("h", i), Now: &now}))
+					scripts.ConcurrencyAcquireArgs{Limit: 3, Lease: 30_000_000, ID: fmt.Sprint("h", i), Now: &now}))
 			}
 		}
 		if err := luart.Load(ctx, client, builtins...); err != nil {
@@ -153,8 +153,8 @@ func TestGeneratedScriptsOnRealRedis(t *testing.T) {
 			var err error
 			switch i % 5 {
 			case 0:
-				var v scripts.GcraResult
-				v, err = scripts.Gcra.Decode(r)
+				var v scripts.GCRAResult
+				v, err = scripts.GCRA.Decode(r)
 				ok = v.Allowed
 			case 1:
 				var v scripts.FixedWindowResult

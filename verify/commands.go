@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// CommandKeys returns the key arguments of a command (args[0] is its
+// commandKeys returns the key arguments of a command (args[0] is its
 // name), following Redis' key specifications for the common commands.
 // Commands it does not know are taken to have their first argument as key,
 // unless they are known to take none.
-func CommandKeys(args []string) []string {
+func commandKeys(args []string) []string {
 	idx := keyIndexes(args)
 	keys := make([]string, len(idx))
 	for i, j := range idx {
@@ -70,7 +70,7 @@ func keyIndexes(args []string) []int {
 		return numkeys(1)
 	case "BLMPOP", "BZMPOP":
 		return numkeys(2)
-	case "OBJECT", "MEMORY":
+	case "OBJECT", "MEMORY", "XGROUP", "XINFO":
 		return span(2, 3)
 	case "XREAD", "XREADGROUP":
 		for i := 1; i < n; i++ {
@@ -106,7 +106,7 @@ var keyless = setOf(
 )
 
 // writeCommands may create a key or change its content (the key at the
-// positions CommandKeys returns; for two-key commands, the last key is the
+// positions commandKeys returns; for two-key commands, the last key is the
 // one written).
 var writeCommands = setOf(
 	"SET", "SETNX", "SETEX", "PSETEX", "MSET", "MSETNX", "APPEND", "INCR", "INCRBY",
@@ -127,8 +127,8 @@ var removeCommands = setOf(
 	"FLUSHALL", "FLUSHDB", "SWAPDB", "MOVE",
 )
 
-// IsWriteCommand reports whether the named command changes data.
-func IsWriteCommand(name string) bool {
+// isWriteCommand reports whether the named command changes data.
+func isWriteCommand(name string) bool {
 	name = strings.ToUpper(name)
 	return writeCommands[name] || removeCommands[name]
 }
@@ -152,10 +152,12 @@ func commandTTL(args []string) ttlEffect {
 	case "PERSIST", "GETSET", "MSET", "MSETNX":
 		return ttlClear
 	case "SET", "GETEX":
-		for _, a := range args[2:] {
+		for _, a := range args[min(2, len(args)):] {
 			switch strings.ToUpper(a) {
-			case "EX", "PX", "EXAT", "PXAT", "KEEPTTL":
+			case "EX", "PX", "EXAT", "PXAT":
 				return ttlSet
+			case "KEEPTTL":
+				return ttlKeep // a new key stays without one
 			case "PERSIST":
 				return ttlClear
 			}
@@ -178,7 +180,7 @@ func writtenKeys(args []string) []string {
 	if !writeCommands[name] {
 		return nil
 	}
-	keys := CommandKeys(args)
+	keys := commandKeys(args)
 	switch name {
 	case "RPOPLPUSH", "LMOVE", "SMOVE", "COPY", "RENAME", "RENAMENX", "GEOSEARCHSTORE", "ZRANGESTORE":
 		if len(keys) == 2 {

@@ -65,7 +65,7 @@ func NewMiniredis() (*MiniredisEnv, error) {
 		return nil, err
 	}
 	e := &MiniredisEnv{m: m, conn: conn}
-	e.setTime(StartTime)
+	e.setTime(StartTime.Time())
 	m.ClockTTL(true)
 	return e, nil
 }
@@ -121,7 +121,7 @@ func (e *MiniredisEnv) Do(ctx context.Context, args ...string) (Reply, error) {
 func (e *MiniredisEnv) Reset(context.Context) error {
 	e.m.FlushAll()
 	e.m.ClockTTL(false)
-	e.setTime(StartTime)
+	e.setTime(StartTime.Time())
 	e.m.ClockTTL(true)
 	return nil
 }
@@ -146,9 +146,10 @@ func evalArgs(script string, keys, args []string) []string {
 //
 // A real server's TIME cannot be set. SetTime emulates the passing of time
 // for TTLs: it moves every key's TTL by the virtual time elapsed minus the
-// real time elapsed, so TTLs follow the virtual clock within a few
-// milliseconds (see TTLTolerance). Steps that read TIME are not compared on
-// a real server; pass the time as an argument instead.
+// real time elapsed, so TTLs follow the virtual clock within a millisecond
+// or two. RunSteps does better: it sets every key's TTL from a reference
+// sandbox in the same transaction as each step's call. Steps that read TIME
+// are not compared on a real server; pass the time as an argument instead.
 type RedisEnv struct {
 	addr string
 	db   int
@@ -160,10 +161,12 @@ type RedisEnv struct {
 	carry    time.Duration // shift not applied yet (under 1ms)
 }
 
-// TTLTolerance is how far below the expected value a TTL read on a real
-// server may be: the real time spent between the script setting it and the
-// read, plus the error of SetTime's emulation.
-const TTLTolerance = 50 * time.Millisecond
+// TTLTolerance is how far a TTL read on a real server after a step may be
+// from the expected one, on top of the real time elapsed since the step
+// began (which RunSteps measures): TTLs there are whole milliseconds, and
+// a key very close to its expiry is given a few milliseconds more so that
+// it cannot expire before the script runs.
+const TTLTolerance = 10 * time.Millisecond
 
 // DialRedis connects to the Redis at addr, which is host:port or a URL
 // redis://[user:password@]host:port[/db]. The database (default 0) must be
@@ -177,7 +180,7 @@ func DialRedis(ctx context.Context, addr string) (*RedisEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &RedisEnv{addr: hostport, db: db, conn: conn, virtual: StartTime, realSync: time.Now()}
+	e := &RedisEnv{addr: hostport, db: db, conn: conn, virtual: StartTime.Time(), realSync: time.Now()}
 	fail := func(err error) (*RedisEnv, error) {
 		conn.close()
 		return nil, err
@@ -327,6 +330,143 @@ func (e *RedisEnv) shiftTTL(ctx context.Context, key string, ms int64) error {
 	return err
 }
 
+// syncedStep runs one step in a MULTI/EXEC transaction: the commands that
+// make every key expire as on the reference (ttls), the step's do
+// commands, the script, the reads of the step's ttl and expect lines and,
+// with keyspace, of every key; then every key's TTL is lengthened by
+// parkTTL, so that none expires before the next step sets them again (see
+// minSyncTTL).
+func (e *RedisEnv) syncedStep(ctx context.Context, ttls map[string]time.Duration, st *Step, at time.Time, script string, keys, args []string, keyspace bool) (*stepResult, error) {
+	present, err := e.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmds := syncCommands(present, ttls)
+	first := len(cmds)
+	for _, c := range st.Do {
+		cmds = append(cmds, expand(c.Args, at))
+	}
+	call := len(cmds)
+	cmds = append(cmds, evalArgs(script, keys, args))
+	for _, tc := range st.TTLs {
+		cmds = append(cmds, []string{"PTTL", tc.Key})
+	}
+	for _, ex := range st.Expects {
+		cmds = append(cmds, expand(ex.Args, at))
+	}
+	if keyspace {
+		cmds = append(cmds, evalArgs(snapshotScript, nil, nil))
+	}
+	cmds = append(cmds, evalArgs(parkScript, nil, []string{strconv.FormatInt(parkTTL.Milliseconds(), 10)}))
+	began := time.Now()
+	replies, err := e.transaction(ctx, cmds)
+	if err != nil {
+		return nil, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
+	}
+	r := &stepResult{exec: time.Since(began), done: true}
+	for i, c := range st.Do {
+		if rep := replies[first+i]; rep.Kind == KindError {
+			return nil, fmt.Errorf("verify: step %q: do %s on %s: %s", st.Name, strings.Join(c.Args, " "), e.Name(), rep.Str)
+		}
+	}
+	next := call
+	take := func(n int) []Reply {
+		out := replies[next : next+n]
+		next += n
+		return out
+	}
+	r.reply = take(1)[0]
+	r.ttls = take(len(st.TTLs))
+	r.expects = take(len(st.Expects))
+	if keyspace {
+		if r.state, err = scriptedSnapshot(take(1)[0]); err != nil {
+			return nil, fmt.Errorf("verify: step %q on %s: %w", st.Name, e.Name(), err)
+		}
+	}
+	return r, nil
+}
+
+// parkTTL is how much longer a real server's keys live between steps.
+const parkTTL = time.Hour
+
+// parkScript lengthens the TTL of every key by ARGV[1] ms.
+const parkScript = `for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('PTTL', k)
+  if t > 0 then redis.call('PEXPIRE', k, t + tonumber(ARGV[1])) end
+end
+return 0`
+
+// snapshotScript replies with every key as {key, type, content, PTTL}, the
+// content read as snapshot reads it.
+const snapshotScript = `local out = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('TYPE', k).ok
+  local v = ''
+  if t == 'string' then v = redis.call('GET', k)
+  elseif t == 'hash' then v = redis.call('HGETALL', k)
+  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
+  elseif t == 'set' then v = redis.call('SMEMBERS', k)
+  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  elseif t == 'stream' then v = redis.call('XRANGE', k, '-', '+')
+  end
+  out[#out + 1] = {k, t, v, redis.call('PTTL', k)}
+end
+return out`
+
+// scriptedSnapshot turns the reply of snapshotScript into a sorted keyspace.
+func scriptedSnapshot(r Reply) ([]keyState, error) {
+	if r.Kind != KindArray {
+		return nil, fmt.Errorf("reading the keyspace: %s", r)
+	}
+	out := make([]keyState, 0, len(r.Elems))
+	for _, k := range r.Elems {
+		if len(k.Elems) != 4 {
+			return nil, fmt.Errorf("reading the keyspace: %s", k)
+		}
+		ks := keyState{Key: k.Elems[0].Str, Type: k.Elems[1].Str, PTTL: k.Elems[3].Int}
+		switch ks.Type {
+		case "string", "hash", "list", "set", "zset", "stream":
+			ks.Value = canonicalValue(ks.Type, k.Elems[2])
+			if ks.Type == "string" {
+				ks.raw = k.Elems[2].Str
+			}
+		default:
+			ks.Value = "(" + ks.Type + ")"
+		}
+		out = append(out, ks)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// transaction sends cmds in one MULTI/EXEC and returns their replies.
+func (e *RedisEnv) transaction(ctx context.Context, cmds [][]string) ([]Reply, error) {
+	if err := e.ok(ctx, "MULTI"); err != nil {
+		return nil, err
+	}
+	var queueErr error
+	for _, c := range cmds {
+		r, err := e.conn.do(ctx, c...)
+		if err != nil {
+			return nil, err
+		}
+		if r.Kind == KindError && queueErr == nil {
+			queueErr = fmt.Errorf("%s refused: %s", c[0], r.Str)
+		}
+	}
+	r, err := e.conn.do(ctx, "EXEC")
+	if err != nil {
+		return nil, err
+	}
+	if queueErr != nil {
+		return nil, queueErr
+	}
+	if r.Kind != KindArray || len(r.Elems) != len(cmds) {
+		return nil, fmt.Errorf("EXEC replied %s", r)
+	}
+	return r.Elems, nil
+}
+
 // setVirtualTime moves the virtual clock without touching TTLs.
 func (e *RedisEnv) setVirtualTime(t time.Time) {
 	e.mu.Lock()
@@ -352,7 +492,7 @@ func (e *RedisEnv) keys(ctx context.Context) ([]string, error) {
 // Reset implements Env: FLUSHDB of the database in use.
 func (e *RedisEnv) Reset(ctx context.Context) error {
 	e.mu.Lock()
-	e.virtual, e.realSync, e.carry = StartTime, time.Now(), 0
+	e.virtual, e.realSync, e.carry = StartTime.Time(), time.Now(), 0
 	e.mu.Unlock()
 	return e.ok(ctx, "FLUSHDB")
 }
@@ -368,20 +508,21 @@ func (e *RedisEnv) Close() error {
 	return err
 }
 
-// KeyState is one key as Snapshot saw it.
-type KeyState struct {
+// keyState is one key as snapshot saw it.
+type keyState struct {
 	Key   string
 	Type  string // string, hash, list, set, zset, ...
-	Value string // canonical text of the content (see Snapshot)
+	Value string // canonical text of the content (see snapshot)
+	raw   string // a string's value
 	PTTL  int64  // ms; -1 without TTL
 }
 
-// Snapshot reads every key of env with its type, content and TTL, sorted by
+// snapshot reads every key of env with its type, content and TTL, sorted by
 // key. Contents are canonical text: a string's value, a hash's fields
 // sorted, a set's members sorted, a sorted set's members in order with
-// scores as shortest decimal numbers, a list's items in order. It is
-// meant for the small keyspaces of tests.
-func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
+// scores as shortest decimal numbers, a list's items and a stream's entries
+// in order. It is meant for the small keyspaces of tests.
+func snapshot(ctx context.Context, env Env) ([]keyState, error) {
 	r, err := env.Do(ctx, "KEYS", "*")
 	if err != nil {
 		return nil, err
@@ -394,9 +535,9 @@ func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
 		keys = append(keys, k.Str)
 	}
 	sort.Strings(keys)
-	out := make([]KeyState, 0, len(keys))
+	out := make([]keyState, 0, len(keys))
 	for _, k := range keys {
-		ks, ok, err := keyState(ctx, env, k)
+		ks, ok, err := readKey(ctx, env, k)
 		if err != nil {
 			return nil, err
 		}
@@ -407,8 +548,8 @@ func Snapshot(ctx context.Context, env Env) ([]KeyState, error) {
 	return out, nil
 }
 
-func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) {
-	ks := KeyState{Key: key}
+func readKey(ctx context.Context, env Env, key string) (keyState, bool, error) {
+	ks := keyState{Key: key}
 	t, err := env.Do(ctx, "TYPE", key)
 	if err != nil {
 		return ks, false, err
@@ -428,6 +569,8 @@ func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) 
 		cmd = []string{"SMEMBERS", key}
 	case "zset":
 		cmd = []string{"ZRANGE", key, "0", "-1", "WITHSCORES"}
+	case "stream":
+		cmd = []string{"XRANGE", key, "-", "+"}
 	default:
 		ks.Value = "(" + ks.Type + ")"
 	}
@@ -437,6 +580,9 @@ func keyState(ctx context.Context, env Env, key string) (KeyState, bool, error) 
 			return ks, false, err
 		}
 		ks.Value = canonicalValue(ks.Type, v)
+		if ks.Type == "string" {
+			ks.raw = v.Str
+		}
 	}
 	p, err := env.Do(ctx, "PTTL", key)
 	if err != nil {
@@ -460,6 +606,12 @@ func canonicalValue(typ string, v Reply) string {
 			items = append(items, strconv.Quote(v.Elems[i].Str)+": "+strconv.Quote(v.Elems[i+1].Str))
 		}
 		sort.Strings(items)
+	case "stream":
+		for _, e := range v.Elems {
+			if len(e.Elems) == 2 {
+				items = append(items, strconv.Quote(e.Elems[0].Str)+": "+canonicalValue("list", e.Elems[1]))
+			}
+		}
 	case "zset":
 		for i := 0; i+1 < len(v.Elems); i += 2 {
 			score := v.Elems[i+1].Str

@@ -46,7 +46,7 @@ return {count}`
 	}
 	// Output:
 	// hit.lua:4:1: assignment to global count: Redis scripts cannot create or change globals (declare it local) (global-write)
-	// hit.lua:4:9: INCR writes key "{vet}:counter" and nothing gives it a TTL in the same run: it would stay forever (add PEXPIRE) (no-ttl)
+	// hit.lua:4:9: INCR writes key "{vet}:counter" and leaves it without a TTL: it would stay forever (give it one with PEXPIRE or EXPIRE after the write) (no-ttl)
 }
 
 // Steps run on several environments at once; here the sandbox and

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
+
+	"github.com/sluice-go/sluice/gen"
 )
 
 // knownGlobals are the globals Redis 7 gives scripts.
@@ -302,6 +304,9 @@ func (l *linter) redisCall(e *ast.FuncCallExpr) {
 			fake[i] = "\x00"
 		}
 	}
+	if l.f.ttlCmd == "" && commandTTL(fake) == ttlSet {
+		l.f.ttlCmd, l.f.ttlLine = ttlSpelling(fake), ln
+	}
 	for _, i := range keyIndexes(fake) {
 		switch a := e.Args[i].(type) {
 		case *ast.StringExpr:
@@ -360,38 +365,58 @@ func isConcat(e ast.Expr) bool {
 }
 
 // inputs reports declared KEYS/ARGV entries never read, and entries read
-// but not declared.
+// but not declared. A variadic key or a list argument, always the last of
+// its table, covers its own position and every one after it.
 func (l *linter) inputs() {
 	s := l.f.script
 	if s == nil {
 		return
 	}
 	for _, in := range []struct {
-		name   string
-		ann    string
-		fields int
-		use    inputUse
-		decl   func(i int) (string, int, int)
+		table, ann string
+		fields     []gen.Field
+		use        inputUse
 	}{
-		{"KEYS", "@key", len(s.Keys), l.keys, func(i int) (string, int, int) { f := s.Keys[i]; return f.Name, f.Line, f.Col }},
-		{"ARGV", "@arg", len(s.Args), l.args, func(i int) (string, int, int) { f := s.Args[i]; return f.Name, f.Line, f.Col }},
+		{"KEYS", "@key", s.Keys, l.keys},
+		{"ARGV", "@arg", s.Args, l.args},
 	} {
+		n := len(in.fields)
+		open := n > 0 && in.fields[n-1].Variadic // KEYS[n..] or ARGV[n..] are declared
 		if !in.use.dynamic {
-			for i := 0; i < in.fields; i++ {
-				if _, used := in.use.lines[i+1]; used {
+			for i, fd := range in.fields {
+				if fd.Variadic {
+					if !in.use.readsFrom(i + 1) {
+						l.f.add(CheckUnusedInput, fd.Line, fd.Col, "%s %s... is %s[%d..n], which the script never reads", in.ann, fd.Name, in.table, i+1)
+					}
 					continue
 				}
-				name, ln, col := in.decl(i)
-				l.f.add(CheckUnusedInput, ln, col, "%s %s is %s[%d], which the script never reads", in.ann, name, in.name, i+1)
+				if _, used := in.use.lines[i+1]; !used {
+					l.f.add(CheckUnusedInput, fd.Line, fd.Col, "%s %s is %s[%d], which the script never reads", in.ann, fd.Name, in.table, i+1)
+				}
 			}
 		}
 		for i, ln := range in.use.lines {
-			if i < 1 || i > in.fields {
-				l.f.add(CheckUndeclaredInput, ln, l.f.col(ln, fmt.Sprintf("%s[%d]", in.name, i)),
-					"%s[%d] is not declared: the header has %d %s line(s)", in.name, i, in.fields, in.ann)
+			if i >= 1 && (i <= n || open) {
+				continue
 			}
+			col := l.f.col(ln, fmt.Sprintf("%s[%d]", in.table, i))
+			if i < 1 {
+				l.f.add(CheckUndeclaredInput, ln, col, "%s[%d] is never set: %s starts at %s[1]", in.table, i, in.table, in.table)
+				continue
+			}
+			l.f.add(CheckUndeclaredInput, ln, col, "%s[%d] is not declared: the header has %d %s line(s)", in.table, i, n, in.ann)
 		}
 	}
+}
+
+// readsFrom reports whether the script reads a literal index >= from.
+func (u inputUse) readsFrom(from int) bool {
+	for i := range u.lines {
+		if i >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // replyShape compares the literal reply tables of the main chunk with the
@@ -432,4 +457,19 @@ func (l *linter) replyShape() {
 			l.f.add(CheckReplyShape, ln, col, "reply is a single value; the header declares %d @return element(s), replied as an array", want)
 		}
 	}
+}
+
+// ttlSpelling names the way a command that gives a TTL does it: "PEXPIRE",
+// "SET ... PX", "GETEX ... EX".
+func ttlSpelling(args []string) string {
+	name := strings.ToUpper(args[0])
+	if name == "SET" || name == "GETEX" {
+		for _, a := range args[2:] {
+			switch opt := strings.ToUpper(a); opt {
+			case "EX", "PX", "EXAT", "PXAT":
+				return name + " ... " + opt
+			}
+		}
+	}
+	return name
 }

@@ -1,7 +1,10 @@
 package verify
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,7 +13,8 @@ import (
 // Kind is the RESP2 type of a Reply.
 type Kind uint8
 
-// The reply kinds. KindAny only appears in expected replies (patterns).
+// The reply kinds. KindAny, KindRange and KindJSON only appear in expected
+// replies (patterns).
 const (
 	KindNil    Kind = iota // a nil bulk string or nil array
 	KindInt                // an integer
@@ -19,6 +23,8 @@ const (
 	KindError              // an error reply
 	KindArray              // an array of replies
 	KindAny                // in a pattern: matches any reply
+	KindRange              // in a pattern: matches an integer from Int to Max
+	KindJSON               // in a pattern: matches a bulk string holding the JSON value in Str
 )
 
 // String names the kind.
@@ -38,6 +44,10 @@ func (k Kind) String() string {
 		return "array"
 	case KindAny:
 		return "any"
+	case KindRange:
+		return "range"
+	case KindJSON:
+		return "JSON"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -47,16 +57,18 @@ func (k Kind) String() string {
 // Go errors are kept for failures to reach the server.
 //
 // The text form of a reply (String, ParseReply) is the one used in step
-// files: 42, "bulk", nil, ok:"OK", err:"ERR message", [1, "a", nil].
+// files: 42, "bulk", nil, ok:"OK", err:"ERR message", [1, "a", nil], and
+// in patterns _, 100..200, 20000±50 and json:`{"a":1}`.
 type Reply struct {
 	Kind  Kind
-	Int   int64   // KindInt
-	Str   string  // KindBulk, KindStatus, KindError
+	Int   int64   // KindInt; the smallest integer of a KindRange
+	Max   int64   // the largest integer of a KindRange
+	Str   string  // KindBulk, KindStatus, KindError; the JSON text of a KindJSON
 	Elems []Reply // KindArray
 }
 
-// Nil is the nil reply.
-var Nil = Reply{Kind: KindNil}
+// Nil returns the nil reply.
+func Nil() Reply { return Reply{Kind: KindNil} }
 
 // Int returns an integer reply.
 func Int(n int64) Reply { return Reply{Kind: KindInt, Int: n} }
@@ -113,13 +125,24 @@ func (r Reply) write(b *strings.Builder) {
 		b.WriteByte(']')
 	case KindAny:
 		b.WriteByte('_')
+	case KindRange:
+		b.WriteString(strconv.FormatInt(r.Int, 10))
+		b.WriteString("..")
+		b.WriteString(strconv.FormatInt(r.Max, 10))
+	case KindJSON:
+		b.WriteString("json:")
+		if strconv.CanBackquote(r.Str) {
+			b.WriteString("`" + r.Str + "`")
+		} else {
+			b.WriteString(strconv.Quote(r.Str))
+		}
 	default:
 		fmt.Fprintf(b, "<%v>", r.Kind)
 	}
 }
 
 // Equal reports whether r and o are the same reply, error texts compared
-// after NormalizeError.
+// after normalizeError.
 func (r Reply) Equal(o Reply) bool {
 	if r.Kind != o.Kind {
 		return false
@@ -127,10 +150,12 @@ func (r Reply) Equal(o Reply) bool {
 	switch r.Kind {
 	case KindInt:
 		return r.Int == o.Int
-	case KindBulk, KindStatus:
+	case KindRange:
+		return r.Int == o.Int && r.Max == o.Max
+	case KindBulk, KindStatus, KindJSON:
 		return r.Str == o.Str
 	case KindError:
-		return NormalizeError(r.Str) == NormalizeError(o.Str)
+		return normalizeError(r.Str) == normalizeError(o.Str)
 	case KindArray:
 		if len(r.Elems) != len(o.Elems) {
 			return false
@@ -145,14 +170,20 @@ func (r Reply) Equal(o Reply) bool {
 }
 
 // Match reports whether got matches the pattern r: KindAny matches
-// anything, an expected error matches an error whose normalized text starts
-// with the expected text, everything else must be equal.
+// anything, a KindRange an integer in its range, a KindJSON a bulk string
+// holding the same JSON value (object members in any order), an expected
+// error an error whose normalized text starts with the expected text;
+// everything else must be equal.
 func (r Reply) Match(got Reply) bool {
 	switch r.Kind {
 	case KindAny:
 		return true
+	case KindRange:
+		return got.Kind == KindInt && r.Int <= got.Int && got.Int <= r.Max
+	case KindJSON:
+		return got.Kind == KindBulk && sameJSON(r.Str, got.Str)
 	case KindError:
-		return got.Kind == KindError && strings.HasPrefix(NormalizeError(got.Str), NormalizeError(r.Str))
+		return got.Kind == KindError && strings.HasPrefix(normalizeError(got.Str), normalizeError(r.Str))
 	case KindArray:
 		if got.Kind != KindArray || len(r.Elems) != len(got.Elems) {
 			return false
@@ -169,10 +200,10 @@ func (r Reply) Match(got Reply) bool {
 
 var scriptSuffix = regexp.MustCompile(`\s*script: [0-9a-f]{40}, on @user_script:\d+\.$`)
 
-// NormalizeError strips what differs between runs of one script error on
+// normalizeError strips what differs between runs of one script error on
 // different servers: the "script: SHA, on @user_script:LINE." suffix Redis 7
 // appends to errors raised by scripts, and surrounding space.
-func NormalizeError(s string) string {
+func normalizeError(s string) string {
 	return strings.TrimSpace(scriptSuffix.ReplaceAllString(s, ""))
 }
 
@@ -267,20 +298,95 @@ func (p *replyParser) value(depth int) (Reply, error) {
 		return Err(str), err
 	case word(rest) == "nil":
 		p.i += 3
-		return Nil, nil
+		return Nil(), nil
+	case strings.HasPrefix(rest, "json:"):
+		p.i += 5
+		str, err := p.quoted()
+		if err != nil {
+			return Reply{}, err
+		}
+		if !json.Valid([]byte(str)) {
+			return Reply{}, p.fail("json:%s is not valid JSON", strconv.Quote(str))
+		}
+		return Reply{Kind: KindJSON, Str: str}, nil
 	case word(rest) == "_":
 		p.i++
 		return Reply{Kind: KindAny}, nil
 	case rest[0] == '-' || rest[0] >= '0' && rest[0] <= '9':
 		w := word(rest)
-		n, err := strconv.ParseInt(w, 10, 64)
+		r, err := parseInteger(w)
 		if err != nil {
-			return Reply{}, p.fail("bad integer %q", w)
+			return Reply{}, p.fail("%v", err)
 		}
 		p.i += len(w)
-		return Int(n), nil
+		return r, nil
 	}
-	return Reply{}, p.fail("unexpected %q; want an integer, \"string\", nil, ok:\"...\", err:\"...\", [...] or _", word(rest))
+	return Reply{}, p.fail("unexpected %q; want an integer, a range (1..5, 20000±50), \"string\", nil, ok:\"...\", err:\"...\", json:`...`, [...] or _", word(rest))
+}
+
+// parseInteger parses an integer, N, or a range of integers: LO..HI, or
+// N±D (also written N+-D) for N-D..N+D.
+func parseInteger(w string) (Reply, error) {
+	num := func(s string) (int64, error) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad integer %q", s)
+		}
+		return n, nil
+	}
+	for _, sep := range []string{"±", "+-"} {
+		if c, d, ok := strings.Cut(w, sep); ok {
+			n, err := num(c)
+			if err != nil {
+				return Reply{}, err
+			}
+			t, err := num(d)
+			if err != nil || t < 0 {
+				return Reply{}, fmt.Errorf("bad tolerance %q in %q: want a non-negative integer", d, w)
+			}
+			if n > math.MaxInt64-t || n < math.MinInt64+t {
+				return Reply{}, fmt.Errorf("range %q overflows", w)
+			}
+			return Reply{Kind: KindRange, Int: n - t, Max: n + t}, nil
+		}
+	}
+	if a, b, ok := strings.Cut(w, ".."); ok {
+		lo, err := num(a)
+		if err != nil {
+			return Reply{}, err
+		}
+		hi, err := num(b)
+		if err != nil {
+			return Reply{}, err
+		}
+		if lo > hi {
+			return Reply{}, fmt.Errorf("empty range %q: %d is above %d", w, lo, hi)
+		}
+		return Reply{Kind: KindRange, Int: lo, Max: hi}, nil
+	}
+	n, err := num(w)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Int(n), nil
+}
+
+// sameJSON reports whether a and b hold the same JSON value: objects with
+// the same members in any order, numbers equal as float64.
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// jsonDocument reports whether s looks like a JSON object or array, the
+// values whose text may differ between environments (cjson orders object
+// members as the Lua table iterates them).
+func jsonDocument(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && (s[0] == '{' || s[0] == '[') && json.Valid([]byte(s))
 }
 
 // word returns the run of s up to the next delimiter.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -26,10 +27,32 @@ func dialRESP(ctx context.Context, addr string) (*respConn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("verify: dial %s: %w", addr, err)
+		return nil, &dialError{addr: addr, err: err}
 	}
 	return &respConn{conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}, nil
 }
+
+// dialError is a failure to connect to addr. Its message names the address
+// once and the cause without the net package's "dial tcp ADDR:" prefix.
+type dialError struct {
+	addr string
+	err  error
+}
+
+func (e *dialError) Error() string {
+	cause := e.err
+	var op *net.OpError
+	if errors.As(cause, &op) && op.Err != nil {
+		cause = op.Err
+		var sys *os.SyscallError
+		if errors.As(cause, &sys) {
+			cause = sys.Err
+		}
+	}
+	return fmt.Sprintf("verify: cannot connect to %s: %v", e.addr, cause)
+}
+
+func (e *dialError) Unwrap() error { return e.err }
 
 // do sends one command and reads its reply. Error replies are returned as
 // Replies of KindError; the Go error is for I/O and protocol failures.
@@ -113,7 +136,7 @@ func readReply(r *bufio.Reader, depth int) (Reply, error) {
 			return Reply{}, errProtocol
 		}
 		if n < 0 {
-			return Nil, nil
+			return Nil(), nil
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
@@ -126,7 +149,7 @@ func readReply(r *bufio.Reader, depth int) (Reply, error) {
 			return Reply{}, errProtocol
 		}
 		if n < 0 {
-			return Nil, nil
+			return Nil(), nil
 		}
 		elems := make([]Reply, n)
 		for i := range elems {

@@ -54,9 +54,32 @@ type Sandbox struct {
 	last   *Run
 }
 
-// StartTime is where the clock of every environment starts:
-// 2024-01-01T00:00:00Z.
-var StartTime = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+// StartTime is where the clock of every environment starts,
+// 2024-01-01T00:00:00Z; StartTime.Time() is that instant as a time.Time.
+const StartTime Instant = 1704067200000000
+
+// Instant is a point in time as microseconds since the Unix epoch, the
+// unit of time of sluice's scripts. It can be a constant, unlike a
+// time.Time.
+type Instant int64
+
+// Time returns i as a time.Time in UTC.
+func (i Instant) Time() time.Time { return time.UnixMicro(int64(i)).UTC() }
+
+// Add returns the time d after i.
+func (i Instant) Add(d time.Duration) time.Time { return i.Time().Add(d) }
+
+// UnixMicro returns i in microseconds since the Unix epoch.
+func (i Instant) UnixMicro() int64 { return int64(i) }
+
+// UnixMilli returns i in milliseconds since the Unix epoch, rounded down.
+func (i Instant) UnixMilli() int64 { return i.Time().UnixMilli() }
+
+// Unix returns i in seconds since the Unix epoch, rounded down.
+func (i Instant) Unix() int64 { return i.Time().Unix() }
+
+// String formats i as time.RFC3339Nano does.
+func (i Instant) String() string { return i.Time().Format(time.RFC3339Nano) }
 
 // NewSandbox returns a sandbox with an empty store and its clock at
 // StartTime.
@@ -70,7 +93,7 @@ func NewSandbox() (*Sandbox, error) {
 	}
 	conn.Close()
 	s := &Sandbox{m: m, protos: map[string]*compiled{}}
-	s.setTimeLocked(StartTime)
+	s.setTimeLocked(StartTime.Time())
 	m.ClockTTL(true)
 	return s, nil
 }
@@ -108,7 +131,7 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.m.FlushAll()
 	s.m.ClockTTL(false)
-	s.setTimeLocked(StartTime)
+	s.setTimeLocked(StartTime.Time())
 	s.m.ClockTTL(true)
 	return nil
 }
@@ -653,15 +676,15 @@ func formatG(f float64, prec int) string {
 	return strconv.FormatFloat(f, 'g', prec, 64)
 }
 
-// FormatNumber formats a Lua number the way Redis 7 does when a script
+// formatNumber formats a Lua number the way Redis 7 does when a script
 // passes it to redis.call: %.17g, so integers have no decimal point and
 // 0.1 becomes 0.10000000000000001.
-func FormatNumber(f float64) string { return formatG(f, 17) }
+func formatNumber(f float64) string { return formatG(f, 17) }
 
-// ToInteger converts a Lua number the way Redis does when a script returns
+// toInteger converts a Lua number the way Redis does when a script returns
 // it: truncated toward zero, with NaN and out-of-range values becoming the
 // smallest int64.
-func ToInteger(f float64) int64 {
+func toInteger(f float64) int64 {
 	if math.IsNaN(f) || f >= 9.223372036854775807e18 || f < -9.223372036854775808e18 {
 		return math.MinInt64
 	}
@@ -805,7 +828,7 @@ func (rs *runState) call(L *lua.LState, protected bool) int {
 		case lua.LString:
 			args[i-1] = string(v)
 		case lua.LNumber:
-			args[i-1] = FormatNumber(float64(v))
+			args[i-1] = formatNumber(float64(v))
 		default:
 			return fail("ERR Lua redis lib command arguments must be strings or integers")
 		}
@@ -869,7 +892,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 	switch v := v.(type) {
 	case lua.LNumber:
 		f := float64(v)
-		n := ToInteger(f)
+		n := toInteger(f)
 		if float64(n) != f || math.IsNaN(f) || math.IsInf(f, 0) {
 			rs.run.Floats = append(rs.run.Floats, FloatReply{Path: append([]int(nil), path...), Value: f, Sent: n, Line: rs.run.ReturnLine})
 		}
@@ -880,7 +903,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 		if v {
 			return Int(1)
 		}
-		return Nil
+		return Nil()
 	case *lua.LTable:
 		if e, ok := v.RawGetString("err").(lua.LString); ok {
 			return Err(oneLineError(string(e)))
@@ -898,7 +921,7 @@ func (rs *runState) toReply(v lua.LValue, path []int, depth int) Reply {
 		}
 		return Array(elems...)
 	}
-	return Nil
+	return Nil()
 }
 
 func setOf(names ...string) map[string]bool {

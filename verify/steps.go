@@ -21,7 +21,7 @@ import (
 //	args 10 1000000 $now       ARGV of the call
 //	do SET k v                 a command run before the call (repeatable)
 //	reply [1, 9, 0, 100000]    the reply the call must return
-//	ttl {user:1}:gcra 100      the PTTL in ms a key must have after the call (-1: no TTL, -2: no key)
+//	ttl {user:1}:gcra 100      the PTTL in ms a key must have after the call (-1: no TTL, -2: no key; 100±5: within 5 ms)
 //	expect HGET k f => "7"     a command run after the call and the reply it must return
 //
 // at, keys and args carry over from the previous step when left out; a
@@ -32,8 +32,11 @@ import (
 // comments.
 //
 // Replies are written 42, "bulk", nil, ok:"OK" (status), err:"ERR text"
-// (error: matches an error starting with the text), [1, "a"] (array), and
-// _ matches anything.
+// (error: matches an error starting with the text), [1, "a"] (array). In
+// patterns, _ matches anything, 10..20 an integer in the range, 20000±50
+// one within 50 of 20000 (for durations a script reads from the server),
+// and json:`{"a":1}` a bulk string holding that JSON value, members in any
+// order.
 
 // StepFile is a parsed step file.
 type StepFile struct {
@@ -64,11 +67,20 @@ type Command struct {
 }
 
 // TTLCheck is the PTTL a key must have after a step: milliseconds, -1 for
-// no TTL, -2 for a missing key.
+// no TTL, -2 for a missing key; within Tolerance milliseconds.
 type TTLCheck struct {
-	Key  string
-	PTTL int64
-	Line int
+	Key       string
+	PTTL      int64
+	Tolerance int64 // ms either way; 0: exactly (on a real server, the real time since the step began plus TTLTolerance at least)
+	Line      int
+}
+
+// String formats the expected PTTL as in step files: 1000, 1000±50.
+func (c TTLCheck) String() string {
+	if c.Tolerance > 0 {
+		return fmt.Sprintf("%d±%d", c.PTTL, c.Tolerance)
+	}
+	return strconv.FormatInt(c.PTTL, 10)
 }
 
 // StepFilePath returns the step file of a script: NAME.steps.txtar beside
@@ -180,15 +192,16 @@ func ParseStepFile(path string, data []byte) (*StepFile, error) {
 		case "ttl":
 			words, err := splitWords(rest)
 			if err != nil || len(words) != 2 {
-				add(lineNo, restCol, "ttl needs a key and milliseconds: ttl KEY MS (-1: no TTL, -2: no key)")
+				add(lineNo, restCol, "ttl needs a key and milliseconds: ttl KEY MS[±TOLERANCE] (-1: no TTL, -2: no key)")
 				continue
 			}
-			n, err := strconv.ParseInt(words[1], 10, 64)
-			if err != nil || n < -2 {
-				add(lineNo, restCol, "ttl %q: want milliseconds, -1 (no TTL) or -2 (no key)", words[1])
+			tc, ok := parseTTL(words[1])
+			if !ok {
+				add(lineNo, restCol, "ttl %q: want milliseconds, optionally ±tolerance (1000, 1000±50), -1 (no TTL) or -2 (no key)", words[1])
 				continue
 			}
-			cur.TTLs = append(cur.TTLs, TTLCheck{Key: words[0], PTTL: n, Line: lineNo})
+			tc.Key, tc.Line = words[0], lineNo
+			cur.TTLs = append(cur.TTLs, tc)
 		case "expect":
 			cmdText, replyText, found := strings.Cut(rest, "=>")
 			words, err := splitWords(strings.TrimSpace(cmdText))
@@ -217,6 +230,29 @@ func ParseStepFile(path string, data []byte) (*StepFile, error) {
 	}
 	sf.Doc = strings.TrimSpace(strings.Join(doc, "\n"))
 	return sf, nil
+}
+
+// parseTTL parses the milliseconds of a ttl directive: MS, MS±D or MS+-D,
+// -1 or -2.
+func parseTTL(w string) (TTLCheck, bool) {
+	var tc TTLCheck
+	ms, tol, found := strings.Cut(w, "±")
+	if !found {
+		ms, tol, found = strings.Cut(w, "+-")
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < -2 {
+		return tc, false
+	}
+	tc.PTTL = n
+	if found {
+		d, err := strconv.ParseInt(tol, 10, 64)
+		if err != nil || d < 0 || n < 0 {
+			return tc, false
+		}
+		tc.Tolerance = d
+	}
+	return tc, true
 }
 
 // stepHeader recognises a txtar file marker "-- NAME --".
@@ -273,9 +309,9 @@ func splitWords(s string) ([]string, error) {
 	}
 }
 
-// Expand replaces $now, $now_ms and $now_s in each word with the time t in
+// expand replaces $now, $now_ms and $now_s in each word with the time t in
 // µs, ms and s since the Unix epoch.
-func Expand(words []string, t time.Time) []string {
+func expand(words []string, t time.Time) []string {
 	if words == nil {
 		return nil
 	}

@@ -58,7 +58,7 @@ args 1
 		t.Errorf("third: reply %v args %q at %v", third.Reply, third.Args, third.At)
 	}
 	at := verify.StartTime.Add(first.At)
-	if got := verify.Expand([]string{"$now", "$now_ms", "$now_s", "t$now"}, at); strings.Join(got, " ") != "1704067201500000 1704067201500 1704067201 t1704067201500000" {
+	if got := verify.ExpandPlaceholders([]string{"$now", "$now_ms", "$now_s", "t$now"}, at); strings.Join(got, " ") != "1704067201500000 1704067201500 1704067201 t1704067201500000" {
 		t.Errorf("Expand = %q", got)
 	}
 }
@@ -83,7 +83,7 @@ keys "open
 	want := []string{
 		`s.steps.txtar:3:1: unknown directive "bogus"; want at, keys, args, do, reply, ttl or expect`,
 		`s.steps.txtar:4:7: reply "[1": missing ] at offset 2`,
-		`s.steps.txtar:5:5: ttl needs a key and milliseconds: ttl KEY MS (-1: no TTL, -2: no key)`,
+		`s.steps.txtar:5:5: ttl needs a key and milliseconds: ttl KEY MS[±TOLERANCE] (-1: no TTL, -2: no key)`,
 		`s.steps.txtar:7:4: time goes backwards: 1s is before the previous step's 2s`,
 		`s.steps.txtar:8:8: expect needs a command and a reply: expect CMD ARG... => REPLY`,
 		`s.steps.txtar:9:6: unterminated or malformed quoted argument "open`,

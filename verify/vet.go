@@ -32,8 +32,9 @@ const (
 	CheckUndeclaredKey = "undeclared-key"
 	// CheckCrossSlot: the keys of one call hash to different cluster slots.
 	CheckCrossSlot = "cross-slot"
-	// CheckNoTTL: a key is written and nothing gives it a TTL in the same
-	// run.
+	// CheckNoTTL: a key is written and, when the run ends, has no TTL:
+	// neither this run nor an earlier one gave it one, or a command cleared
+	// it.
 	CheckNoTTL = "no-ttl"
 	// CheckGlobalWrite: the script assigns a global variable, which is an
 	// error in Redis.
@@ -59,20 +60,28 @@ const (
 	CheckReadonlyWrite = "readonly-write"
 )
 
-// Checks lists every check with what it reports.
-var Checks = []struct{ Name, Doc string }{
-	{CheckSyntax, "the script does not parse, or its annotations are malformed"},
-	{CheckUndeclaredKey, "a command touches a key that is not one of KEYS"},
-	{CheckCrossSlot, "the keys of one call hash to different Redis Cluster slots"},
-	{CheckNoTTL, "a key is written and nothing gives it a TTL in the same run"},
-	{CheckGlobalWrite, "a global variable is assigned (an error in Redis)"},
-	{CheckUndefinedGlobal, "an undefined global is read (an error in Redis)"},
-	{CheckFloatReply, "the reply holds a non-integer number, which Redis truncates"},
-	{CheckForbiddenCommand, "a command not allowed in scripts, not deterministic, or touching keys not in KEYS"},
-	{CheckUnusedInput, "a declared @key or @arg is never read"},
-	{CheckUndeclaredInput, "KEYS[n] or ARGV[n] is read beyond the declared entries"},
-	{CheckReplyShape, "the reply's arity or types differ from the @return annotations"},
-	{CheckReadonlyWrite, "a @readonly script sends a write command"},
+// CheckInfo names a check and says what it reports.
+type CheckInfo struct {
+	Name string // as in findings and vet:ignore comments
+	Doc  string
+}
+
+// Checks lists every check of Vet with what it reports.
+func Checks() []CheckInfo {
+	return []CheckInfo{
+		{CheckSyntax, "the script does not parse, or its annotations are malformed"},
+		{CheckUndeclaredKey, "a command touches a key that is not one of KEYS"},
+		{CheckCrossSlot, "the keys of one call hash to different Redis Cluster slots"},
+		{CheckNoTTL, "a key is written and left without a TTL"},
+		{CheckGlobalWrite, "a global variable is assigned (an error in Redis)"},
+		{CheckUndefinedGlobal, "an undefined global is read (an error in Redis)"},
+		{CheckFloatReply, "the reply holds a non-integer number, which Redis truncates"},
+		{CheckForbiddenCommand, "a command not allowed in scripts, not deterministic, or touching keys not in KEYS"},
+		{CheckUnusedInput, "a declared @key or @arg is never read"},
+		{CheckUndeclaredInput, "KEYS[n] or ARGV[n] is read beyond the declared entries"},
+		{CheckReplyShape, "the reply's arity or types differ from the @return annotations"},
+		{CheckReadonlyWrite, "a @readonly script sends a write command"},
+	}
 }
 
 // Finding is one problem Vet found.
@@ -222,9 +231,17 @@ func errorFindings(err error) []Finding {
 }
 
 // VetSource checks the script src, reported as path. The run-time checks
-// use the steps when given, else a few runs with made-up arguments: keys
-// "{vet}:NAME", int and float arguments 10, bools 1, strings "x", optional
-// arguments unset; run at StartTime twice, then one second later.
+// use the steps when given, else made-up runs: keys "{vet}:NAME" (a
+// variadic key with none, one and three), arguments at typical values
+// that differ from one position to the next, at 0, at 1 and at large
+// values, optional arguments unset and set, a list argument with none,
+// one, a few and one to three elements per variadic key; each input on an
+// empty keyspace, again on what that run left (at once, and a second
+// later), and on a keyspace seeded with a value of the type the script's
+// commands use for every key it touched (a small integer, or the run's
+// first argument, so comparisons with an argument can come out true), each
+// with a TTL. Every run is judged on its own: a key it writes must have a
+// TTL when it ends, given by this run or an earlier one.
 //
 // A script without annotations is checked too, without the checks that
 // need them (unused-input, undeclared-input, reply-shape, readonly-write).
@@ -266,6 +283,8 @@ type vetFile struct {
 	static    map[string]bool // check:line of static findings
 	ignore    map[int]map[string]bool
 	ignoreAll map[string]bool
+	ttlCmd    string // the first command the script gives a TTL with ("PEXPIRE", "SET ... PX"), or ""
+	ttlLine   int    // and its line
 }
 
 func (f *vetFile) add(check string, line, col int, format string, args ...any) {
@@ -401,7 +420,7 @@ func (f *vetFile) result() []Finding {
 }
 
 // runtime runs the script in a sandbox and applies the run-time checks to
-// every run.
+// every run: the steps of the step file, else made-up runs (see explore).
 func (f *vetFile) runtime(steps *StepFile, chunk []ast.Stmt) {
 	sb, err := NewSandbox()
 	if err != nil {
@@ -412,67 +431,28 @@ func (f *vetFile) runtime(steps *StepFile, chunk []ast.Stmt) {
 	sb.Timeout = 5 * time.Second
 	ctx := context.Background()
 	script := string(f.src)
-	if steps != nil {
-		for _, st := range steps.Steps {
-			at := StartTime.Add(st.At)
-			keys, args := Expand(st.Keys, at), Expand(st.Args, at)
-			if slots := distinctSlots(keys); len(slots) > 1 {
-				f.addAt(steps.Path, CheckCrossSlot, st.Line, 1, "step %q passes KEYS in different cluster slots (%s): give them one {hash tag}", st.Name, slots)
-			}
-			_ = sb.SetTime(ctx, at)
-			for _, c := range st.Do {
-				_, _ = sb.Do(ctx, Expand(c.Args, at)...)
-			}
-			run, err := sb.Run(ctx, script, keys, args)
-			if err != nil {
-				f.addAt(steps.Path, CheckSyntax, st.Line, 1, "step %q: the script did not finish within %v in the sandbox (an endless loop?)", st.Name, sb.Timeout)
-				return
-			}
-			f.checkRun(run)
-		}
+	if steps == nil {
+		f.explore(ctx, sb, script, chunk)
 		return
 	}
-	keys, args := f.madeUpInputs(chunk)
-	for _, at := range []time.Duration{0, 0, time.Second} {
-		_ = sb.SetTime(ctx, StartTime.Add(at))
+	for _, st := range steps.Steps {
+		at := StartTime.Add(st.At)
+		keys, args := expand(st.Keys, at), expand(st.Args, at)
+		if slots := distinctSlots(keys); len(slots) > 1 {
+			f.addAt(steps.Path, CheckCrossSlot, st.Line, 1, "step %q passes KEYS in different cluster slots (%s): give them one {hash tag}", st.Name, slots)
+		}
+		_ = sb.SetTime(ctx, at)
+		for _, c := range st.Do {
+			_, _ = sb.Do(ctx, expand(c.Args, at)...)
+		}
+		before := sb.expiries()
 		run, err := sb.Run(ctx, script, keys, args)
 		if err != nil {
-			f.add(CheckSyntax, 0, 0, "the script did not finish within %v in the sandbox (an endless loop?)", sb.Timeout)
+			f.addAt(steps.Path, CheckSyntax, st.Line, 1, "step %q: the script did not finish within %v in the sandbox (an endless loop?)", st.Name, sb.Timeout)
 			return
 		}
-		f.checkRun(run)
+		f.checkRun(run, before, sb.expiries(), true)
 	}
-}
-
-// madeUpInputs returns KEYS and ARGV for runs without a step file.
-func (f *vetFile) madeUpInputs(chunk []ast.Stmt) (keys, args []string) {
-	if s := f.script; s != nil {
-		for _, k := range s.Keys {
-			keys = append(keys, "{vet}:"+k.Name)
-		}
-		for _, a := range s.Args {
-			switch {
-			case a.Optional:
-				args = append(args, "")
-			case a.Type == gen.Bool:
-				args = append(args, "1")
-			case a.Type == gen.String:
-				args = append(args, "x")
-			default:
-				args = append(args, "10")
-			}
-		}
-		return keys, args
-	}
-	l := newLinter(&vetFile{})
-	l.block(chunk)
-	for i := 1; i <= maxIndex(l.keys.lines); i++ {
-		keys = append(keys, "{vet}:k"+strconv.Itoa(i))
-	}
-	for i := 1; i <= maxIndex(l.args.lines); i++ {
-		args = append(args, "10")
-	}
-	return keys, args
 }
 
 func maxIndex(m map[int]int) int {
@@ -499,28 +479,36 @@ func distinctSlots(keys []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// checkRun applies the run-time checks to one run.
-func (f *vetFile) checkRun(run *Run) {
+// checkRun applies the run-time checks to one run. before and after are
+// the keys with their TTLs (0: none) before and after the run: a key the
+// run writes must have a TTL when the run ends, whether this run gave it
+// one or an earlier run did.
+//
+// With valueChecks false, the checks of reply values (float-reply,
+// reply-shape) are left out.
+func (f *vetFile) checkRun(run *Run, before, after map[string]time.Duration, valueChecks bool) {
 	inKeys := map[string]bool{}
 	for _, k := range run.Keys {
 		inKeys[k] = true
 	}
+	// For each key written since the last command that gave it a TTL: the
+	// first such write, and the last command that cleared its TTL.
 	type pending struct {
-		line int
-		cmd  string
+		first, clear *Call
 	}
-	needTTL := map[string]pending{}
+	needTTL := map[string]*pending{}
 	var order []string
-	for _, c := range run.Calls {
+	for i := range run.Calls {
+		c := &run.Calls[i]
 		name := c.Name()
 		col := f.col(c.Line, "redis.")
 		if why, bad := forbidden[name]; bad {
 			f.add(CheckForbiddenCommand, c.Line, col, "%s %s", name, why)
 		}
-		if f.script != nil && f.script.ReadOnly && IsWriteCommand(name) {
+		if f.script != nil && f.script.ReadOnly && isWriteCommand(name) {
 			f.add(CheckReadonlyWrite, c.Line, col, "the script is @readonly but sends %s, a write command (EVALSHA_RO refuses it)", name)
 		}
-		keys := CommandKeys(c.Args)
+		keys := commandKeys(c.Args)
 		for _, k := range keys {
 			if !inKeys[k] {
 				f.add(CheckUndeclaredKey, c.Line, col, "%s touches key %q, which is not one of KEYS: pass every key in KEYS (Redis Cluster routes a script by its KEYS)", name, k)
@@ -544,9 +532,14 @@ func (f *vetFile) checkRun(run *Run) {
 			targets = keys
 		}
 		for _, k := range targets {
-			if _, ok := needTTL[k]; !ok {
+			p, ok := needTTL[k]
+			if !ok {
+				p = &pending{first: c}
+				needTTL[k] = p
 				order = append(order, k)
-				needTTL[k] = pending{line: c.Line, cmd: name}
+			}
+			if effect == ttlClear {
+				p.clear = c
 			}
 		}
 	}
@@ -556,7 +549,16 @@ func (f *vetFile) checkRun(run *Run) {
 			continue
 		}
 		delete(needTTL, k)
-		f.add(CheckNoTTL, p.line, f.col(p.line, "redis."), "%s writes key %q and nothing gives it a TTL in the same run: it would stay forever (add PEXPIRE)", p.cmd, k)
+		if ttl, exists := after[k]; !exists || ttl > 0 {
+			continue // gone, or it has a TTL (given now or by an earlier run)
+		}
+		if had, ok := before[k]; ok && had > 0 && p.clear != nil {
+			c := p.clear
+			f.add(CheckNoTTL, c.Line, f.col(c.Line, "redis."), "%s clears the TTL of key %q and nothing gives it a new one: it would stay forever (%s)", c.Name(), k, clearHint(c.Name()))
+			continue
+		}
+		c := p.first
+		f.add(CheckNoTTL, c.Line, f.col(c.Line, "redis."), "%s writes key %q and leaves it without a TTL: it would stay forever (%s)", c.Name(), k, f.ttlHint(c.Name()))
 	}
 	for _, g := range run.Globals {
 		if g.Write {
@@ -565,10 +567,43 @@ func (f *vetFile) checkRun(run *Run) {
 			f.add(CheckUndefinedGlobal, g.Line, f.wordCol(g.Line, g.Name), "%s is not defined: a global that does not exist is an error in Redis (declare it local)", g.Name)
 		}
 	}
+	if !valueChecks {
+		return
+	}
 	for _, x := range run.Floats {
 		f.add(CheckFloatReply, x.Line, f.col(x.Line, "return"), "%s is %s, not an integer: Redis replies %d (keep arithmetic in integers; math.floor, or return a string)", f.elementName(x.Path), formatG(x.Value, -1), x.Sent)
 	}
 	f.checkReplyTypes(run)
+}
+
+// ttlHint suggests how to give a key written by cmd a TTL, naming the
+// command the script already uses for TTLs when it has one.
+func (f *vetFile) ttlHint(cmd string) string {
+	if f.ttlCmd != "" {
+		return fmt.Sprintf("give it one with %s, as line %d does", f.ttlCmd, f.ttlLine)
+	}
+	switch cmd {
+	case "SET":
+		return "add PX or EX to the SET, or PEXPIRE after it"
+	case "SETNX":
+		return "use SET with NX and PX instead"
+	}
+	return "give it one with PEXPIRE or EXPIRE after the write"
+}
+
+// clearHint tells how to keep a key's TTL through cmd, which clears it.
+func clearHint(cmd string) string {
+	switch cmd {
+	case "SET":
+		return "add KEEPTTL to keep the TTL, or PX or EX to give a new one"
+	case "GETSET":
+		return "use SET with GET and KEEPTTL instead"
+	case "PERSIST":
+		return "drop the PERSIST, or give the key a TTL after it"
+	case "GETEX":
+		return "drop PERSIST from the GETEX"
+	}
+	return "give it a TTL again after the write"
 }
 
 // elementName describes the reply element at path.

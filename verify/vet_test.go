@@ -66,7 +66,7 @@ func TestVetChecks(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range verify.Checks {
+	for _, c := range verify.Checks() {
 		if !covered[c.Name] {
 			t.Errorf("check %s has no testdata/vet/%s", c.Name, strings.ReplaceAll(c.Name, "-", "_"))
 		}
@@ -182,7 +182,7 @@ func TestVetPlainScript(t *testing.T) {
 total = n + tonumber(ARGV[2])
 return {n, n / 2}`
 	got := findingLines(verify.VetSource("plain.lua", []byte(src), nil))
-	want := `plain.lua:1:11: INCR writes key "{vet}:k1" and nothing gives it a TTL in the same run: it would stay forever (add PEXPIRE) (no-ttl)
+	want := `plain.lua:1:11: INCR writes key "{vet}:k1" and leaves it without a TTL: it would stay forever (give it one with PEXPIRE or EXPIRE after the write) (no-ttl)
 plain.lua:2:1: assignment to global total: Redis scripts cannot create or change globals (declare it local) (global-write)
 `
 	if got != want {
@@ -200,8 +200,8 @@ func TestScriptPaths(t *testing.T) {
 		t.Errorf("ScriptPaths = %v, want %s", got, want)
 	}
 	got, err = verify.ScriptPaths([]string{"testdata/vet/..."})
-	if err != nil || len(got) != 2*len(verify.Checks) {
-		t.Errorf("testdata/vet/...: %d files, %v; want %d", len(got), err, 2*len(verify.Checks))
+	if err != nil || len(got) != 2*len(verify.Checks()) {
+		t.Errorf("testdata/vet/...: %d files, %v; want %d", len(got), err, 2*len(verify.Checks()))
 	}
 	for _, bad := range []string{"testdata/missing", "testdata", "vet.go"} {
 		if _, err := verify.ScriptPaths([]string{bad}); err == nil {

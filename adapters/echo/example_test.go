@@ -15,14 +15,15 @@ import (
 )
 
 func Example() {
-	// An embedded Redis and a pinned clock keep the output stable; use a
-	// real Redis (and no clock) in programs.
+	// An embedded Redis, a pinned clock and a timeout no loaded machine
+	// reaches keep the output stable; use a real Redis (and no clock) in
+	// programs.
 	m, _ := miniredis.Run()
 	defer m.Close()
 	client, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true})
 	defer client.Close()
 	now := time.Unix(1_700_000_000, 0)
-	limiter, _ := sluice.New(client, sluice.WithClock(func() time.Time { return now }))
+	limiter, _ := sluice.New(client, sluice.WithClock(func() time.Time { return now }), sluice.WithTimeout(time.Minute))
 
 	mw, err := httplimit.New(httplimit.Config{
 		Limiter: limiter,

@@ -30,7 +30,7 @@ func exampleLimiter() (*sluice.Limiter, func() time.Time, func()) {
 		panic(err)
 	}
 	clock := func() time.Time { return now }
-	lim, err := sluice.New(client, sluice.WithClock(clock))
+	lim, err := sluice.New(client, sluice.WithClock(clock), sluice.WithTimeout(time.Minute))
 	if err != nil {
 		panic(err)
 	}

@@ -28,11 +28,6 @@ type testEnv struct {
 
 func (e *testEnv) clock() time.Time { return e.now }
 
-func (e *testEnv) advance(d time.Duration) {
-	e.now = e.now.Add(d)
-	e.mr.SetTime(e.now)
-}
-
 func newTestEnv(t testing.TB, opts ...sluice.Option) *testEnv {
 	t.Helper()
 	mr := miniredis.RunT(t)

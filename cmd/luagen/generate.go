@@ -18,10 +18,11 @@ import (
 )
 
 const generateUsage = `usage: luagen [-check] [-package NAME] DIR|FILE|DIR/... ...
-       luagen vet DIR|FILE...
-       luagen test [-redis ADDR] DIR|FILE...
+       luagen vet [-list] DIR|FILE|DIR/... ...
+       luagen test [-redis ADDR] [-v] DIR|FILE|DIR/... ...
 
-Generates NAME.lua.go beside every annotated NAME.lua.
+Generates NAME.lua.go beside every annotated NAME.lua. "luagen vet -h" and
+"luagen test -h" describe the subcommands.
 
 Flags:
 `
@@ -72,6 +73,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 
 	failed := false
 	var problems []string
+	checked := 0 // generated files compared by -check
 	for _, t := range targets {
 		pkg := *pkgName
 		if pkg == "" && len(t.files) > 0 {
@@ -109,6 +111,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 		}
 		if *check {
 			problems = append(problems, checkOutputs(out, orphans)...)
+			checked += len(out)
 			continue
 		}
 		if err := writeOutputs(out, orphans, stderr); err != nil {
@@ -126,7 +129,22 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) int {
 	if failed {
 		return 1
 	}
+	if *check {
+		fmt.Fprintf(stdout, "luagen: %s up to date\n", checkedSummary(checked, len(targets)))
+	}
 	return 0
+}
+
+// checkedSummary says how many generated files in how many directories
+// -check compared.
+func checkedSummary(files, dirs int) string {
+	plural := func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	return plural(files, "generated file", "generated files") + " in " + plural(dirs, "directory", "directories")
 }
 
 // collect groups the arguments into per-directory targets.

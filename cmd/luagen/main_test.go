@@ -2,12 +2,16 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sluice-go/sluice/internal/redisserver"
 )
 
 // TestMain lets the test binary act as the luagen command inside scripts.
@@ -24,9 +28,65 @@ func TestScript(t *testing.T) {
 		Dir:                "testdata/script",
 		RequireUniqueNames: true,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": cmdExitCode,
+			"exitcode":     cmdExitCode,
+			"redis-server": cmdRedisServer,
+			"redis":        cmdRedis,
+			"freeport":     cmdFreePort,
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "redis" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			_, err := redisserver.Binary()
+			if err != nil && os.Getenv("CI") == "true" {
+				return false, fmt.Errorf("redis-server not found (CI=true: a real Redis is required): %v", err)
+			}
+			return err == nil, nil
 		},
 	})
+}
+
+// cmdRedisServer implements "redis-server VAR": it starts a throwaway
+// redis-server on a free loopback port, stopped by its PID when the script
+// ends, and sets VAR to its host:port. Scripts guard it with [redis].
+func cmdRedisServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: redis-server VAR")
+	}
+	s, err := redisserver.New()
+	if err != nil {
+		ts.Fatalf("redis-server: %v", err)
+	}
+	ts.Defer(s.Stop)
+	ts.Setenv(args[0], s.Addr)
+}
+
+// cmdRedis implements "redis ADDR CMD ARG...": it sends one command to the
+// server at ADDR and prints the reply on stdout.
+func cmdRedis(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: redis ADDR CMD ARG...")
+	}
+	out, err := (&redisserver.Server{Addr: args[0]}).Command(args[1:]...)
+	if err != nil {
+		ts.Fatalf("redis %s: %v", args[1], err)
+	}
+	fmt.Fprintln(ts.Stdout(), out)
+}
+
+// cmdFreePort implements "freeport VAR": it sets VAR to a loopback port
+// nothing listens on.
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ts.Fatalf("freeport: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ts.Setenv(args[0], strconv.Itoa(port))
 }
 
 // cmdExitCode implements "exitcode N PROG [ARGS...]": it runs PROG like exec

@@ -253,22 +253,22 @@ func TestGenerated(t *testing.T) {
 			if err != nil || p != (peek.PeekResult{Count: 0, Exists: false}) {
 				t.Fatalf("Peek before any hit = %+v, %v", p, err)
 			}
-			r, err := hits.Hit.Run(ctx, c, hits.HitKeys{Counter: key}, hits.HitArgs{TtlMs: 60000})
+			r, err := hits.Hit.Run(ctx, c, hits.HitKeys{Counter: key}, hits.HitArgs{TTLMs: 60000})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Count != 1 || !r.First || r.TtlMs <= 0 || r.TtlMs > 60000 {
+			if r.Count != 1 || !r.First || r.TTLMs <= 0 || r.TTLMs > 60000 {
 				t.Fatalf("first hit = %+v; want count 1, first, 0 < ttl <= 60000", r)
 			}
 			five := int64(5)
-			r, err = hits.Hit.Run(ctx, c, hits.HitKeys{Counter: key}, hits.HitArgs{TtlMs: 60000, By: &five})
+			r, err = hits.Hit.Run(ctx, c, hits.HitKeys{Counter: key}, hits.HitArgs{TTLMs: 60000, By: &five})
 			if err != nil || r.Count != 6 || r.First {
 				t.Fatalf("second hit = %+v, %v; want count 6, not first", r, err)
 			}
 
 			// Two scripts in one round trip.
 			res := luart.Exec(ctx, c,
-				hits.Hit.Call(hits.HitKeys{Counter: key}, hits.HitArgs{TtlMs: 60000}),
+				hits.Hit.Call(hits.HitKeys{Counter: key}, hits.HitArgs{TTLMs: 60000}),
 				peek.Peek.Call(peek.PeekKeys{Counter: key}, peek.PeekArgs{}),
 			)
 			h, err := hits.Hit.Decode(res[0])
@@ -285,26 +285,26 @@ func TestGenerated(t *testing.T) {
 			if err := c.Do(ctx, c.B().Del().Key(a, b).Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
-			all, err := hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{2, 300}})
+			all, err := hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TTLMs: 60000, By: []int64{2, 300}})
 			if err != nil || all.Total != 302 {
 				t.Fatalf("HitAll by 2, 300 = %+v, %v; want total 302", all, err)
 			}
 			ten := int64(10)
-			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TtlMs: 60000, Weight: &ten, By: []int64{1, -30}})
+			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a, b}}, hits.HitAllArgs{TTLMs: 60000, Weight: &ten, By: []int64{1, -30}})
 			if err != nil || all.Total != 12+0 {
 				t.Fatalf("HitAll by 1, -30 weighted 10 = %+v, %v; want total 12 (a 12, b 0)", all, err)
 			}
-			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{}, hits.HitAllArgs{TtlMs: 60000})
+			all, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{}, hits.HitAllArgs{TTLMs: 60000})
 			if err != nil || all.Total != 0 {
 				t.Fatalf("HitAll on no counters = %+v, %v; want total 0", all, err)
 			}
-			_, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{1, 2}})
+			_, err = hits.HitAll.Run(ctx, c, hits.HitAllKeys{Counters: []string{a}}, hits.HitAllArgs{TTLMs: 60000, By: []int64{1, 2}})
 			var re *rueidis.RedisError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), "want one amount per counter") {
 				t.Fatalf("HitAll with two amounts for one counter: %v; want the script's error reply", err)
 			}
 			res = luart.Exec(ctx, c,
-				hits.HitAll.Call(hits.HitAllKeys{Counters: []string{b, a}}, hits.HitAllArgs{TtlMs: 60000, By: []int64{5, 0}}),
+				hits.HitAll.Call(hits.HitAllKeys{Counters: []string{b, a}}, hits.HitAllArgs{TTLMs: 60000, By: []int64{5, 0}}),
 				peek.Peek.Call(peek.PeekKeys{Counter: a}, peek.PeekArgs{}),
 			)
 			all, err = hits.HitAll.Decode(res[0])

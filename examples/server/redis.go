@@ -108,7 +108,7 @@ func loadScripts(client rueidis.Client) error {
 	defer cancel()
 	all := []*luart.Script{
 		&scripts.FixedWindow.Script, &scripts.SlidingLog.Script, &scripts.SlidingWindow.Script,
-		&scripts.TokenBucket.Script, &scripts.Gcra.Script,
+		&scripts.TokenBucket.Script, &scripts.GCRA.Script,
 	}
 	for addr, node := range client.Nodes() {
 		if err := luart.Load(ctx, node, all...); err != nil {

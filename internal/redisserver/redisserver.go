@@ -25,15 +25,21 @@ import (
 	"time"
 )
 
-// Server is one running redis-server.
+// Server is one running redis-server (or Sentinel).
 type Server struct {
 	Addr string // host:port on 127.0.0.1
 	Port int
 	Dir  string // working directory (logs, cluster config)
-	cmd  *exec.Cmd
 
-	exited   chan error
+	bin  string
+	args []string // the full command line after bin, for Restart
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan error // receives the process's exit once; re-filled by whoever reads it
+	stopped  bool
 	stopOnce sync.Once
+	auth     []string // AUTH arguments Command sends first (SetAuth)
 }
 
 // Cluster is a running Redis Cluster of several masters and no replicas.
@@ -96,8 +102,11 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 
 // StartCluster starts n masters (n >= 3) with cluster mode enabled, joins
 // them with redis-cli --cluster create and waits for cluster_state:ok on
-// every node. All processes are stopped when the test ends.
-func StartCluster(t testing.TB, n int) *Cluster {
+// every node. extraArgs are appended to every node's command line (a
+// later option overrides an earlier one, so "--cluster-node-timeout",
+// "30000" replaces the default of 5000). All processes are stopped when
+// the test ends.
+func StartCluster(t testing.TB, n int, extraArgs ...string) *Cluster {
 	t.Helper()
 	if n < 3 {
 		t.Fatalf("redisserver: a cluster needs at least 3 masters, got %d", n)
@@ -112,7 +121,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		c, err := startCluster(t, bin, cli, n)
+		c, err := startCluster(t, bin, cli, n, extraArgs)
 		if err == nil {
 			return c
 		}
@@ -122,7 +131,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return nil
 }
 
-func startCluster(t testing.TB, bin, cli string, n int) (*Cluster, error) {
+func startCluster(t testing.TB, bin, cli string, n int, extra []string) (*Cluster, error) {
 	t.Helper()
 	c := &Cluster{}
 	for i := 0; i < n; i++ {
@@ -130,11 +139,11 @@ func startCluster(t testing.TB, bin, cli string, n int) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startServer(bin, port, []string{
+		s, err := startServer(bin, port, append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000",
-		})
+		}, extra...))
 		if err != nil {
 			return nil, err
 		}
@@ -196,73 +205,183 @@ func Unavailable(tb testing.TB, err error) {
 }
 
 func startServer(bin string, port int, extra []string) (*Server, error) {
+	return spawn(bin, port, nil, extra, nil)
+}
+
+// spawn starts bin as "bin [config] --port PORT ... extra" in a fresh
+// directory and waits until it answers PING. writeConfig, when set, writes
+// the config file (its path is the first argument) into that directory.
+func spawn(bin string, port int, writeConfig func(dir string) (string, error), extra []string, auth []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "sluice-redis-")
 	if err != nil {
 		return nil, err
 	}
-	args := []string{
+	var args []string
+	if writeConfig != nil {
+		conf, err := writeConfig(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		args = append(args, conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"),
 		"--daemonize", "no",
+	)
+	if writeConfig == nil { // a data server: no persistence
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, bin: bin, args: args, auth: auth}
+	if err := s.launch(); err != nil {
+		s.Stop()
 		return nil, err
 	}
+	return s, nil
+}
+
+// launch starts the process and waits until it answers PING (a NOAUTH
+// reply counts: the server is up, it wants a password).
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
 	exited := make(chan error, 1)
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, cmd: cmd, exited: exited}
 	go func() { exited <- cmd.Wait() }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if reply, err := s.Command("PING"); err == nil && reply == "PONG" {
-			return s, nil
+		reply, err := s.Command("PING")
+		if err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
+			return nil
 		}
 		select {
 		case err := <-exited:
 			exited <- err
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			s.Stop()
-			return nil, fmt.Errorf("redis-server on port %d exited: %v: %s", port, err, lastLines(string(log), 5))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server on port %d exited: %v: %s", s.Port, err, lastLines(string(log), 5))
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("redis-server on port %d did not answer PING within 10s", port)
+			return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.Port)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// PID is the process ID of the running server (0 when it is not running).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// signal sends sig to the server's process.
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("redisserver: no process")
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Kill ends the server at once (SIGKILL), as a crash would, and waits for
+// the process to exit. Its directory and port stay reserved for Restart.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return errors.New("redisserver: no process")
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := cmd.Process.Kill(); err != nil {
+		return err
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("redisserver: process %d did not exit after SIGKILL", cmd.Process.Pid)
+	}
+	return nil
+}
+
+// Restart starts the server again, after Kill, with the same command line:
+// the same port and directory, an empty dataset (no persistence) and an
+// empty script cache. It waits until the server answers PING.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return errors.New("redisserver: Restart after Stop")
+	}
+	exited := s.exited
+	s.mu.Unlock()
+	select {
+	case err := <-exited:
+		exited <- err
+	default:
+		return errors.New("redisserver: Restart of a running server (Kill it first)")
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = s.launch(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond) // the port may not be free yet
+	}
+	return err
 }
 
 // Stop stops the server by its PID (SIGTERM, then SIGKILL after 5s) and
 // removes its directory. It is safe to call more than once.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		if s.cmd.Process != nil {
-			_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		s.mu.Lock()
+		s.stopped = true
+		cmd, exited := s.cmd, s.exited
+		s.mu.Unlock()
+		if cmd != nil && cmd.Process != nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
+			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case err := <-s.exited:
-				s.exited <- err
+			case err := <-exited:
+				exited <- err
 			case <-time.After(5 * time.Second):
-				_ = s.cmd.Process.Kill()
-				s.exited <- <-s.exited
+				_ = cmd.Process.Kill()
+				exited <- <-exited
 			}
 		}
 		os.RemoveAll(s.Dir)
 	})
 }
 
+// SetAuth makes Command authenticate first (AUTH user password), for a
+// server with requirepass or ACL users.
+func (s *Server) SetAuth(user, password string) {
+	s.mu.Lock()
+	s.auth = []string{user, password}
+	s.mu.Unlock()
+}
+
 // Command sends one command over a fresh connection and returns the reply as
-// text (simple strings, bulk strings and integers; errors become Go errors).
+// text (simple strings, bulk strings and integers; the elements of an array,
+// nested ones flattened, one per line; errors become Go errors).
 // It is meant for setup and inspection in tests, not for load.
 func (s *Server) Command(args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", s.Addr, 2*time.Second)
@@ -271,6 +390,20 @@ func (s *Server) Command(args ...string) (string, error) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(conn)
+	s.mu.Lock()
+	auth := s.auth
+	s.mu.Unlock()
+	if auth != nil {
+		if _, err := roundTrip(conn, r, append([]string{"AUTH"}, auth...)); err != nil {
+			return "", err
+		}
+	}
+	return roundTrip(conn, r, args)
+}
+
+// roundTrip writes one command and reads its reply.
+func roundTrip(conn net.Conn, r *bufio.Reader, args []string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -279,7 +412,11 @@ func (s *Server) Command(args ...string) (string, error) {
 	if _, err := conn.Write([]byte(b.String())); err != nil {
 		return "", err
 	}
-	r := bufio.NewReader(conn)
+	return readReply(r)
+}
+
+// readReply reads one RESP2 reply.
+func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -303,6 +440,21 @@ func (s *Server) Command(args ...string) (string, error) {
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		elems := make([]string, 0, n)
+		var first error
+		for i := 0; i < n; i++ {
+			e, err := readReply(r)
+			if err != nil && first == nil {
+				first = err
+			}
+			elems = append(elems, e)
+		}
+		return strings.Join(elems, "\n"), first
 	default:
 		return "", fmt.Errorf("unsupported reply type %q", line)
 	}
@@ -359,17 +511,7 @@ func lastLines(s string, n int) string {
 // Pause stops the server's process (SIGSTOP): it keeps its connections but
 // answers nothing until Resume, like a server stalled by the kernel or a
 // debugger. Stop and test cleanup resume it first.
-func (s *Server) Pause() error {
-	if s.cmd.Process == nil {
-		return errors.New("redisserver: no process")
-	}
-	return s.cmd.Process.Signal(syscall.SIGSTOP)
-}
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	if s.cmd.Process == nil {
-		return errors.New("redisserver: no process")
-	}
-	return s.cmd.Process.Signal(syscall.SIGCONT)
-}
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }

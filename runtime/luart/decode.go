@@ -20,33 +20,40 @@ type Decoder struct {
 // exactly n elements. A script that declares no reply elements (n == 0)
 // accepts any reply.
 func NewDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
-	d := &Decoder{script: "?"}
+	// Small enough to inline, so a Decoder that does not outlive its
+	// Decode method stays on the stack.
+	d := &Decoder{}
+	d.init(s, r, n)
+	return d
+}
+
+func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
+	d.script = "?"
 	if s != nil {
 		d.script = s.Name
 	}
 	if err := r.Error(); err != nil {
 		d.err = &Error{Script: d.script, Err: err}
-		return d
+		return
 	}
 	if n == 0 {
-		return d
+		return
 	}
 	msg, err := r.ToMessage()
 	if err != nil {
 		d.err = &Error{Script: d.script, Err: err}
-		return d
+		return
 	}
 	if !msg.IsArray() {
 		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want an array of %d elements, got %s", ErrMalformedReply, n, describe(&msg))}
-		return d
+		return
 	}
 	elems, _ := msg.ToArray()
 	if len(elems) != n {
 		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want %d elements, got %d", ErrMalformedReply, n, len(elems))}
-		return d
+		return
 	}
 	d.elems = elems
-	return d
 }
 
 // Err returns the first problem met, wrapped in *Error.

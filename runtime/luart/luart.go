@@ -15,6 +15,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
@@ -163,21 +165,80 @@ func Exec(ctx context.Context, client rueidis.CommandClient, calls ...Call) []ru
 	return out
 }
 
-// Load sends SCRIPT LOAD for each script so later calls skip the NOSCRIPT
-// round trip, and checks that the server's SHA1 equals the generated one.
-// On a cluster client, SCRIPT LOAD reaches one node only; the NOSCRIPT
-// fallback of Do and Exec covers the others.
+// nodeLister is a client that knows its nodes, as rueidis.Client does.
+type nodeLister interface {
+	Nodes() map[string]rueidis.Client
+}
+
+// Load sends SCRIPT LOAD for each script so that later calls skip the
+// NOSCRIPT round trip, and checks that the server computes the SHA1 the
+// generated code carries.
+//
+// A client that knows several nodes (a rueidis.Client, whose Nodes method
+// lists every node it is connected to) gets the scripts on each of them:
+// every primary of a cluster, each routing calls for its own slots, and the
+// replicas too, since Redis does not replicate SCRIPT LOAD and read-only
+// scripts may be sent to replicas. A node that joins later (after a
+// resharding or a failover) loads a script on its first call there: Do and
+// Exec fall back to EVAL on NOSCRIPT, call by call, on whichever node
+// answered it. Other clients (a dedicated connection) load on the one
+// connection they have.
+//
+// Each node gets all the scripts in one round trip, the nodes in parallel.
+// Every failure is returned, joined, as an *Error naming the script (and
+// the node when there are several).
 func Load(ctx context.Context, client rueidis.CommandClient, scripts ...*Script) error {
-	var errs []error
-	for _, s := range scripts {
-		sha, err := client.Do(ctx, client.B().ScriptLoad().Script(s.Source).Build()).ToString()
-		if err != nil {
-			errs = append(errs, &Error{Script: s.Name, Err: err})
-			continue
-		}
-		if sha != s.SHA1 {
-			errs = append(errs, &Error{Script: s.Name, Err: fmt.Errorf("server SHA1 %s differs from generated %s; regenerate with luagen", sha, s.SHA1)})
-		}
+	if len(scripts) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	type node struct {
+		addr   string
+		client rueidis.CommandClient
+	}
+	var nodes []node
+	if c, ok := client.(nodeLister); ok {
+		for addr, nc := range c.Nodes() {
+			nodes = append(nodes, node{addr, nc})
+		}
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].addr < nodes[j].addr })
+	}
+	if len(nodes) == 0 {
+		nodes = []node{{"", client}}
+	}
+	errs := make([][]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmds := make([]rueidis.Completed, len(scripts))
+			for j, s := range scripts {
+				cmds[j] = n.client.B().ScriptLoad().Script(s.Source).Build()
+			}
+			for j, r := range n.client.DoMulti(ctx, cmds...) {
+				s := scripts[j]
+				var err error
+				sha, lerr := r.ToString()
+				switch {
+				case lerr != nil:
+					err = lerr
+				case sha != s.SHA1:
+					err = fmt.Errorf("server SHA1 %s differs from generated %s; regenerate with luagen", sha, s.SHA1)
+				}
+				if err == nil {
+					continue
+				}
+				if len(nodes) > 1 {
+					err = fmt.Errorf("on %s: %w", n.addr, err)
+				}
+				errs[i] = append(errs[i], &Error{Script: s.Name, Err: err})
+			}
+		}()
+	}
+	wg.Wait()
+	var all []error
+	for _, e := range errs {
+		all = append(all, e...)
+	}
+	return errors.Join(all...)
 }

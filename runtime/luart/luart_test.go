@@ -392,3 +392,88 @@ func TestFormat(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
+
+// TestLoadOnEveryClusterNode: on a 3-master cluster Load puts the scripts
+// on every primary, so calls on keys of every slot go out as EVALSHA only;
+// a node that loses its scripts falls back to EVAL for its own calls only.
+func TestLoadOnEveryClusterNode(t *testing.T) {
+	cl := redisserver.StartCluster(t, 3)
+	c := newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	ctx := context.Background()
+	if err := luart.Load(ctx, c, incr, getRO); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	nodes := c.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("the client knows %d nodes, want the 3 primaries", len(nodes))
+	}
+	for addr, n := range nodes {
+		got, err := n.Do(ctx, n.B().ScriptExists().Sha1(incr.SHA1, getRO.SHA1).Build()).AsIntSlice()
+		if err != nil || len(got) != 2 || got[0] != 1 || got[1] != 1 {
+			t.Errorf("SCRIPT EXISTS on %s = %v, %v; want both scripts loaded", addr, got, err)
+		}
+	}
+
+	// A mismatch is reported for every node, each named.
+	bad := *incr
+	bad.SHA1 = strings.Repeat("0", 40)
+	err := luart.Load(ctx, c, &bad)
+	for addr := range nodes {
+		if err == nil || !strings.Contains(err.Error(), "luart: incr: on "+addr+": server SHA1 ") {
+			t.Errorf("Load with a wrong SHA1: %v; want a mismatch on %s", err, addr)
+		}
+	}
+
+	// Keys spread over all three nodes: one EVALSHA each, no NOSCRIPT.
+	calls := make([]luart.Call, 30)
+	for i := range calls {
+		calls[i] = luart.Call{Script: incr, Keys: []string{fmt.Sprintf("load:{user%d}", i)}, Args: []string{"1"}}
+	}
+	counted := &counting{CommandClient: c}
+	for i, r := range luart.Exec(ctx, counted, calls...) {
+		if v := decodeInts(t, r, 2); v[0] != 1 {
+			t.Fatalf("call %d: got %v, want 1", i, v)
+		}
+	}
+	if s := counted.sent(); strings.Contains(s, "EVAL ") || strings.HasSuffix(s, "EVAL") {
+		t.Fatalf("after Load the calls sent %q, want EVALSHA only", s)
+	}
+
+	// One node forgets its scripts: only the calls it serves are sent again.
+	first := cl.Nodes[0]
+	if _, err := first.Command("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	onFirst := 0
+	for _, call := range calls {
+		if servedBy(t, first, call.Keys[0]) {
+			onFirst++
+		}
+	}
+	counted.reset()
+	for i, r := range luart.Exec(ctx, counted, calls...) {
+		if v := decodeInts(t, r, 2); v[0] != 2 {
+			t.Fatalf("call %d after SCRIPT FLUSH on one node: got %v, want 2", i, v)
+		}
+	}
+	if got := strings.Count(counted.sent(), "EVALSHA"); got != len(calls) {
+		t.Errorf("sent %d EVALSHA, want %d", got, len(calls))
+	}
+	if got := len(strings.Fields(counted.sent())) - len(calls); got != onFirst || onFirst == 0 {
+		t.Errorf("sent %d EVAL after the flush, want one per call on the flushed node (%d)", got, onFirst)
+	}
+}
+
+// servedBy reports whether the cluster node holds key's slot: another node
+// answers a GET with a MOVED redirection.
+func servedBy(t *testing.T, node *redisserver.Server, key string) bool {
+	t.Helper()
+	_, err := node.Command("GET", key)
+	if err != nil && strings.HasPrefix(err.Error(), "MOVED ") {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", key, node.Addr, err)
+	}
+	return true
+}

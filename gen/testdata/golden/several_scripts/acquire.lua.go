@@ -57,8 +57,8 @@ type AcquireKeys struct {
 
 // AcquireArgs are the ARGV of acquire.lua, in order.
 type AcquireArgs struct {
-	// Id is ARGV[1].
-	Id string
+	// ID is ARGV[1].
+	ID string
 	// Max is ARGV[2].
 	Max int64
 }
@@ -78,7 +78,7 @@ func (s *AcquireScript) Run(ctx context.Context, client rueidis.CommandClient, k
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *AcquireScript) Call(keys AcquireKeys, args AcquireArgs) luart.Call {
-	v := []string{keys.Slots, args.Id, luart.FormatInt(args.Max)}
+	v := []string{keys.Slots, args.ID, luart.FormatInt(args.Max)}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

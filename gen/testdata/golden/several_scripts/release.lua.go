@@ -52,8 +52,8 @@ type ReleaseKeys struct {
 
 // ReleaseArgs are the ARGV of release.lua, in order.
 type ReleaseArgs struct {
-	// Id is ARGV[1].
-	Id string
+	// ID is ARGV[1].
+	ID string
 }
 
 // ReleaseResult is the reply of release.lua.
@@ -71,7 +71,7 @@ func (s *ReleaseScript) Run(ctx context.Context, client rueidis.CommandClient, k
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *ReleaseScript) Call(keys ReleaseKeys, args ReleaseArgs) luart.Call {
-	v := []string{keys.Slots, args.Id}
+	v := []string{keys.Slots, args.ID}
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:1:1],

@@ -6,7 +6,7 @@ import (
 )
 
 func TestLockAllCall(t *testing.T) {
-	c := LockAll.Call(LockAllKeys{Resources: []string{"{r}:a", "{r}:b", "{r}:c"}}, LockAllArgs{Owner: "me", TtlMs: 5000})
+	c := LockAll.Call(LockAllKeys{Resources: []string{"{r}:a", "{r}:b", "{r}:c"}}, LockAllArgs{Owner: "me", TTLMs: 5000})
 	if want := []string{"{r}:a", "{r}:b", "{r}:c"}; !reflect.DeepEqual(c.Keys, want) || cap(c.Keys) != len(c.Keys) {
 		t.Errorf("Keys = %q (cap %d), want %q", c.Keys, cap(c.Keys), want)
 	}

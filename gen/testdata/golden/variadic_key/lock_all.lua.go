@@ -64,8 +64,8 @@ type LockAllKeys struct {
 type LockAllArgs struct {
 	// Owner is ARGV[1]: stored in every lock
 	Owner string
-	// TtlMs is ARGV[2]: lifetime of the locks in ms
-	TtlMs int64
+	// TTLMs is ARGV[2]: lifetime of the locks in ms
+	TTLMs int64
 }
 
 // LockAllResult is the reply of lock_all.lua.
@@ -86,7 +86,7 @@ func (s *LockAllScript) Call(keys LockAllKeys, args LockAllArgs) luart.Call {
 	v := make([]string, 0, 2+len(keys.Resources))
 	v = append(v, keys.Resources...)
 	n := len(v)
-	v = append(v, args.Owner, luart.FormatInt(args.TtlMs))
+	v = append(v, args.Owner, luart.FormatInt(args.TTLMs))
 	return luart.Call{
 		Script: &s.Script,
 		Keys:   v[:n:n],

@@ -1,0 +1,277 @@
+package bench_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	redisrate "github.com/go-redis/redis_rate/v10"
+	"github.com/throttled/throttled/v2"
+	ulule "github.com/ulule/limiter/v3"
+
+	"github.com/sluice-go/sluice"
+	server "github.com/sluice-go/sluice/internal/redisserver"
+)
+
+var (
+	reportFlag = flag.Bool("report", false, "TestReport: run the full side-by-side comparison and rewrite docs/benchmarks.md and its plot (about 7 minutes)")
+	roundsFlag = flag.Int("rounds", 3, "TestReport, TestGrowth: interleaved rounds")
+	sampleFlag = flag.Duration("sample", time.Second, "TestReport: measured time of one cell in one round")
+	warmFlag   = flag.Duration("warm", 250*time.Millisecond, "TestReport: unmeasured warm-up before each cell")
+	docsFlag   = flag.String("docs", "../docs", "where -report and -growth write benchmarks.md and img/")
+)
+
+// goroutines are the caller counts every throughput cell runs at.
+var goroutines = []int{1, 16, 128, 512}
+
+// cell is one thing measured in every round: a contender at a number of
+// goroutines, or the redis-benchmark ceiling.
+type cell struct {
+	group string // throughput, algorithms, allow_all, denial
+	name  string // the contender
+	g     int    // goroutines (the ceiling: connections × pipeline)
+	keys  []string
+	fn    decide
+	pipe  int  // > 0: redis-benchmark with -P pipe instead of fn
+	deny  bool // every decision must be a denial (primed once before round 1); else an admission
+}
+
+func (c cell) id() string { return c.group + "/" + c.name + "/" + strconv.Itoa(c.g) }
+
+// workIDs are the shared workload's identities.
+var workIDs = func() []string {
+	s := make([]string, workIdentities)
+	for i := range s {
+		s[i] = "user-" + strconv.Itoa(i)
+	}
+	return s
+}()
+
+// The shared workload's limit, in each library's terms.
+var (
+	workGCRA      = sluice.Must(sluice.GCRA(workRate, time.Second, workBurst))
+	workRateLimit = redisrate.PerSecond(workRate)
+	workThrottled = throttled.RateQuota{MaxRate: throttled.PerSec(workRate), MaxBurst: workBurst - 1}
+	workUlule     = ulule.Rate{Period: time.Second, Limit: workRate}
+	workLimits    = map[string]sluice.Limit{
+		"fixed_window":   sluice.Must(sluice.FixedWindow(workRate, time.Second)),
+		"sliding_log":    sluice.Must(sluice.SlidingLog(workRate, time.Second)),
+		"sliding_window": sluice.Must(sluice.SlidingWindow(workRate, time.Second)),
+		"token_bucket":   sluice.Must(sluice.TokenBucket(workRate, time.Second, workBurst)),
+	}
+	workConcurrency = sluice.Must(sluice.Concurrency(workRate, time.Minute))
+	// sixteen limits on one identity, all admitting the workload: 100/s
+	// to 115/s (AllowAll refuses two equal limits).
+	sixteen = func() []sluice.Limit {
+		out := make([]sluice.Limit, 16)
+		for i := range out {
+			out[i] = sluice.Must(sluice.GCRA(int64(workRate+i), time.Second, int64(workBurst+i)))
+		}
+		return out
+	}()
+	sixteenRate = func() []redisrate.Limit {
+		out := make([]redisrate.Limit, 16)
+		for i := range out {
+			out[i] = redisrate.Limit{Rate: workRate + i, Period: time.Second, Burst: workBurst + i}
+		}
+		return out
+	}()
+)
+
+// plan lists every cell of one round, in the order of the first round.
+func plan(e *env, bare decide) []cell {
+	var cells []cell
+	add := func(group, name string, fn decide, gs []int, keys []string, deny bool) {
+		for _, g := range gs {
+			cells = append(cells, cell{group: group, name: name, g: g, keys: keys, fn: fn, deny: deny})
+		}
+	}
+	add("throughput", "sluice", sluiceOne(e.sluice, workGCRA), goroutines, workIDs, false)
+	add("throughput", "sluice_flush20us", sluiceOne(e.sluiceD, workGCRA), goroutines, workIDs, false)
+	add("throughput", "redis_rate", redisRate(e.rate, "work", workRateLimit), goroutines, workIDs, false)
+	add("throughput", "throttled", throttledGCRA(e.thStore, "work", workThrottled), goroutines, workIDs, false)
+	add("throughput", "ulule", ululeFixed(e.ulStore, "work", workUlule), goroutines, workIDs, false)
+	add("throughput", "bare_script", bare, goroutines, workIDs, false)
+	cells = append(cells,
+		cell{group: "throughput", name: "ceiling_P16", g: 50 * 16, pipe: 16},
+		cell{group: "throughput", name: "ceiling_P64", g: 50 * 64, pipe: 64})
+	for _, alg := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+		add("algorithms", alg, sluiceOne(e.sluice, workLimits[alg]), goroutines, workIDs, false)
+	}
+	add("algorithms", "concurrency", sluiceLease(e.sluice, workConcurrency), goroutines, workIDs, false)
+	two := []int{1, 128}
+	add("allow_all", "sluice_allowall16", sluiceAll(e.sluice, sixteen...), two, workIDs, false)
+	add("allow_all", "sluice_16_allows", sluiceEach(e.sluice, sixteen...), two, workIDs, false)
+	add("allow_all", "redis_rate_16", redisRate(e.rate, "work16", sixteenRate...), two, workIDs, false)
+	add("denial", "sluice_cache", sluiceOne(e.sluice, gcraDeny), two, hot, true)
+	add("denial", "sluice_nocache", sluiceOne(e.sluiceNC, gcraDeny), two, hot, true)
+	add("denial", "redis_rate", redisRate(e.rate, "deny", rateDeny), two, hot, true)
+	return cells
+}
+
+// run measures every cell in every round. Round r starts r×len/rounds
+// cells further into the list, so no contender always runs first or right
+// after the same neighbour; drift on the shared machine reaches all alike.
+func runRounds(t *testing.T, d *driver, cells []cell, sha string, rounds int, warm, dur time.Duration) (map[string][]sample, []string) {
+	t.Helper()
+	res := map[string][]sample{}
+	var loads []string
+	for _, c := range cells {
+		if c.deny {
+			prime(t, c.fn, c.keys)
+		}
+	}
+	ceilingN := map[int]int{}
+	for r := range rounds {
+		loads = append(loads, loadavg())
+		start := time.Now()
+		off := r * len(cells) / rounds
+		for i := range cells {
+			c := cells[(off+i)%len(cells)]
+			var s sample
+			var err error
+			if c.pipe > 0 {
+				n := ceilingN[c.pipe]
+				if n == 0 {
+					n = int(20_000 * dur.Seconds()) // first round: a guess; then about dur
+				}
+				s, err = d.ceiling(sha, c.pipe, n)
+				if err == nil {
+					ceilingN[c.pipe] = max(int(s.rate()*dur.Seconds()), 1000)
+				}
+			} else {
+				s, err = d.measure(c.fn, c.g, c.keys, warm, dur)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", c.id(), err)
+			}
+			res[c.id()] = append(res[c.id()], s)
+		}
+		t.Logf("round %d of %d: %d cells in %v, load average %s", r+1, rounds, len(cells), time.Since(start).Round(time.Second), loadavg())
+	}
+	loads = append(loads, loadavg())
+	return res, loads
+}
+
+// loadavg is the 1, 5 and 15 minute load average.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// TestReport measures sluice beside its peers and the redis-benchmark
+// ceiling on one private redis-server, every cell in each of -rounds
+// interleaved rounds. Without -report it runs every cell briefly and
+// checks only that each decided as expected (CI); with -report it prints
+// the tables and rewrites docs/benchmarks.md and docs/img/bench-throughput.svg.
+func TestReport(t *testing.T) {
+	began := time.Now()
+	full := *reportFlag
+	rounds, warm, dur := *roundsFlag, *warmFlag, *sampleFlag
+	if !full {
+		rounds, warm, dur = 1, 0, 40*time.Millisecond
+	}
+	srv := server.Start(t)
+	e, err := newEnv(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.close)
+	d, err := newDriver(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := srv.Command("SCRIPT", "LOAD", bareGCRA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := plan(e, bareScript(e.rueidis))
+	if !full {
+		for i := range cells {
+			cells[i].g = min(cells[i].g, 16) // a short correctness pass
+		}
+	}
+	res, loads := runRounds(t, d, cells, sha, rounds, warm, dur)
+	for _, c := range cells {
+		for _, s := range res[c.id()] {
+			checkSample(t, c, s)
+		}
+	}
+	rep := newReport(cells, res, rounds)
+	md := rep.markdown()
+	svg := rep.throughputSVG()
+	checkSVG(t, svg)
+	if !full {
+		return
+	}
+	http := httpReport(t, e)
+	meta := machine(loads, time.Since(began), rounds, warm, dur)
+	fmt.Println(meta + "\n" + md + "\n" + http)
+	writeGenerated(t, filepath.Join(*docsFlag, "benchmarks.md"), "report", meta+"\n"+md+"\n"+http)
+	if err := os.WriteFile(filepath.Join(*docsFlag, "img", "bench-throughput.svg"), []byte(svg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSample asserts what a cell must show whatever the machine's speed:
+// decisions were made, none failed, and each admitted (or, for the denial
+// cells, denied) as the limits say. Decisions the failure policy made
+// under overload are counted apart and reported, not failed on.
+func checkSample(t *testing.T, c cell, s sample) {
+	t.Helper()
+	if s.errors > 0 {
+		t.Errorf("%s: %d errors; first: %v", c.id(), s.errors, s.firstErr)
+	}
+	if s.decisions == 0 {
+		t.Errorf("%s: no decision in %v (%d degraded)", c.id(), s.wall, s.degraded)
+		return
+	}
+	want := s.decisions
+	if c.deny {
+		want = 0
+	}
+	if s.allowed != want {
+		t.Errorf("%s: %d of %d decisions admitted, want %d", c.id(), s.allowed, s.decisions, want)
+	}
+	if s.degraded > 0 {
+		t.Logf("%s: %d decisions came from the failure policy (Redis too slow)", c.id(), s.degraded)
+	}
+	if s.timeouts > 0 {
+		t.Logf("%s: %d calls timed out with no fallback (a lease release; the lease expires by itself)", c.id(), s.timeouts)
+	}
+}
+
+// machine describes the host and the run.
+func machine(loads []string, took time.Duration, rounds int, warm, dur time.Duration) string {
+	cpu := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	redis := "?"
+	if out, err := execOutput("redis-server", "--version"); err == nil {
+		redis = strings.TrimSpace(out)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run of %s: %d CPUs (%s), %s; %s.\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), numCPU(), cpu, goVersion(), redis)
+	fmt.Fprintf(&b, "%d interleaved rounds, each cell measured for %v after a %v warm-up; the whole run took %v.\n",
+		rounds, dur, warm, took.Round(time.Second))
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min) at the start of each round and at the end: %s.\n", strings.Join(loads, "; "))
+	return b.String()
+}

@@ -1,0 +1,11 @@
+-- @script bad
+-- @key k
+-- @arg a int
+-- @arg b int
+-- @goname k
+-- @goname a lower
+-- @goname b A
+-- @goname nope Nope
+-- @goname bad Bad
+-- @goname bad Worse
+return 1

@@ -1,0 +1,14 @@
+-- Bucket takes tokens from a bucket. Its Go name comes from @goname, and
+-- so does that of a key, an argument and a reply element; a key and an
+-- argument that share a name share the Go name too.
+--
+-- @script token_bucket
+-- @goname token_bucket Bucket
+-- @key state            the bucket
+-- @arg state string     a tag
+-- @arg ttl_ms int       kept as TtlMs
+-- @return left int
+-- @goname state Bucket
+-- @goname ttl_ms TtlMs
+-- @goname left TokensLeft
+return {tonumber(ARGV[2])}

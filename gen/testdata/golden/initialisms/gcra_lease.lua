@@ -1,0 +1,14 @@
+-- GcraLease is spelt with other capitals than its Go name: the doc
+-- comment spells it GCRALease, as the identifier.
+--
+-- @script gcra_lease
+-- @key lease_id          KEYS[1]: LeaseID
+-- @key urls...           KEYS[2..]: URLs
+-- @arg ttl_ms int        TTLMs
+-- @arg http_status int   HTTPStatus
+-- @arg json_doc string?  JSONDoc
+-- @arg ids string...     IDs
+-- @return id string      ID
+-- @return api_ok bool    APIOk
+-- @return idle int       Idle: a word that starts with an initialism is not one
+return {KEYS[1], #KEYS > 1, tonumber(ARGV[1]) + tonumber(ARGV[2]) + #ARGV}
