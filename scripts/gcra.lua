@@ -1,4 +1,4 @@
--- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
+-- GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
 -- emission interval T = period/limit and tolerance (burst-1)*T: a request of
 -- cost c is allowed iff max(TAT, now) + c*T - now <= burst*T, where TAT is
 -- the theoretical arrival time; it then moves TAT to max(TAT, now) + c*T.

@@ -20,10 +20,10 @@ const (
 )
 
 // GCRASHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GCRASHA1 = "9182a8575020c06d10ca30ac820cbd72aa774c50"
+const GCRASHA1 = "8664b3f3d4a310c33b1ae5d6d61b41598f30eee5"
 
 // gcraSource is gcra.lua, byte for byte.
-const gcraSource = `-- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
+const gcraSource = `-- GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
 -- emission interval T = period/limit and tolerance (burst-1)*T: a request of
 -- cost c is allowed iff max(TAT, now) + c*T - now <= burst*T, where TAT is
 -- the theoretical arrival time; it then moves TAT to max(TAT, now) + c*T.

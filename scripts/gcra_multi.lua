@@ -1,4 +1,4 @@
--- GcraMulti checks several GCRA limits on one identity (say 10 per second
+-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
 -- AND 1000 per hour) and charges all of them or none: a request is allowed
 -- iff every limit admits it, and only then is cost taken from every limit.
 -- Each limit has its own key holding exactly the state the gcra script

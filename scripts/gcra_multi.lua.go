@@ -20,10 +20,10 @@ const (
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GCRAMultiSHA1 = "d72e989101afbb044b94c4cd6de45de461d0738f"
+const GCRAMultiSHA1 = "693e67d7fdef7392a88c4558c68a26707dc8029a"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
-const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
+const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
 -- AND 1000 per hour) and charges all of them or none: a request is allowed
 -- iff every limit admits it, and only then is cost taken from every limit.
 -- Each limit has its own key holding exactly the state the gcra script
