@@ -100,6 +100,9 @@ local redis = setmetatable({call = function(cmd, key, ...)
   if c == 'PEXPIRE' then
     ttls[key] = tonumber(select(1, ...))
     return 1
+  elseif c == 'SET' and select('#', ...) == 3 and string.upper(select(2, ...)) == 'PX' then
+    ttls[key] = tonumber(select(3, ...))
+    return real.call('SET', key, (select(1, ...)))
   elseif c == 'DEL' then
     ttls[key] = -2
   elseif c == 'PTTL' and real.call('EXISTS', key) == 1 then

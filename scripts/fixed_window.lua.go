@@ -20,7 +20,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "5ebe42029857aca0197336cceef753bffba9e76f"
+const FixedWindowSHA1 = "97b165429a30001ba9595d4fb1dbc582d753372b"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -34,7 +34,7 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 --
 -- @script fixed_window
--- @key state          hash {w = window index, n = cost admitted in window w}
+-- @key state          string "w:n": the window index w and the cost n admitted in window w
 -- @arg limit int      units admitted per window, >= 1
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
@@ -51,138 +51,165 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- caller's clock (another client's clock runs ahead) is kept: the request is
 -- counted in that later window, which never admits more than limit per
 -- window. TTL: the time until the end of the window, rounded up to whole ms
--- and at least 2 ms.
--- Memory: one hash with two fields per identity.
+-- and at least 2 ms, written with the value by SET ... PX. Memory: one
+-- string of at most 33 bytes per identity.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: GET, then SET ... PX when a request is counted, else
+-- PTTL when the key exists (TIME first when now is unset); the arguments
+-- are checked at once in the usual case.
+
+-- Repair: a key can lose its TTL only by a command from outside (PERSIST,
+-- a SET without PX); one found without TTL (PTTL -1) gets it back on any
+-- call but a peek, and that is the only write a denied request or a cost
+-- of 0 can make. An admission writes the TTL with the value anyway.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: fixed_window: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: fixed_window: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
-local limit, err = int_arg(1, 'limit', 1, MAX)
-if err then return bad(err) end
-local period
-period, err = int_arg(2, 'period', 1, MAX_PERIOD)
-if err then return bad(err) end
-local cost
-cost, err = int_arg(3, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(4, 'now', 0, MAX, true)
-if err then return bad(err) end
-local peek = ARGV[5]
-if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
-  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+-- Arguments: the usual ARGV (all five present, each empty or decimal
+-- digits, every number in range) passes one check; anything else goes
+-- through int_arg, which accepts the same values and names the first bad
+-- one.
+local limit, period, cost, now, peek
+if #ARGV == 5 and find(table.concat(ARGV), '^%d+$') then
+  limit, period, cost, now, peek = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+end
+if not (limit and period and cost and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and cost <= MAX and (now and now <= MAX or ARGV[4] == '') and (peek == '' or peek == '0' or peek == '1')) then
+  local h = lib()
+  local err
+  limit, err = h.int_arg(1, 'limit', 1, MAX)
+  if err then return h.bad(err) end
+  period, err = h.int_arg(2, 'period', 1, MAX_PERIOD)
+  if err then return h.bad(err) end
+  cost, err = h.int_arg(3, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(4, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  peek = ARGV[5]
+  if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+    return h.bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+  end
 end
 peek = peek == '1'
-if now == nil then
+if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 
+-- State: "w:n". A missing key reads as no count; so does a value of
+-- another form or a key of another type (such as the hash earlier versions
+-- kept), which the next admission replaces.
 local key = KEYS[1]
-local st = redis.call('HMGET', key, 'w', 'n')
-local sw, sn = tonumber(st[1] or ''), tonumber(st[2] or '')
-
-local win = divmod(now, period)
+local v = redis.pcall('GET', key)
+local found = type(v) == 'string'
+local win = floor(now / period)
 local used = 0
-if sw and sn then
-  if sw > win then
-    win = sw
-  end
-  if sw == win then
-    used = sn
+if found then
+  local sw, sn = string.match(v, '^(%d+):(%d+)$')
+  sw, sn = tonumber(sw), tonumber(sn)
+  if sw and sn and sw <= MAX and sn <= MAX then
+    if sw > win then
+      win = sw
+    end
+    if sw == win then
+      used = sn
+    end
   end
 end
 local wend = (win + 1) * period - now -- µs until the window ends
 
-local allowed, retry, wrote = 0, 0, false
+local allowed, retry = 0, 0
 if cost > limit then
   retry = -1
 elseif used + cost <= limit then
   allowed = 1
-  if cost > 0 then
-    used = used + cost
-    if not peek then
-      redis.call('HSET', key, 'w', fmt(win), 'n', fmt(used))
-      expire_in(key, wend)
-      wrote = true
-    end
-  end
+  used = used + cost
 else
   retry = wend
 end
@@ -195,8 +222,16 @@ local reset = 0
 if used > 0 then
   reset = wend
 end
-if not wrote and not peek and st[1] and redis.call('PTTL', key) == -1 then
-  expire_in(key, reset) -- repair a key found without TTL
+if allowed == 1 and cost > 0 and not peek then
+  -- The TTL goes with the value: until the window ends, in whole ms, at
+  -- least 2 ms.
+  local ms = floor((wend + 999) / 1000)
+  if ms < 2 then
+    ms = 2
+  end
+  redis.call('SET', key, format('%d:%d', win, used), 'PX', format('%d', ms))
+elseif found and not peek and redis.call('PTTL', key) == -1 then
+  lib().expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
 
@@ -223,7 +258,7 @@ type FixedWindowScript struct {
 
 // FixedWindowKeys are the KEYS of fixed_window.lua, in order.
 type FixedWindowKeys struct {
-	// State is KEYS[1]: hash {w = window index, n = cost admitted in window w}
+	// State is KEYS[1]: string "w:n": the window index w and the cost n admitted in window w
 	State string
 }
 

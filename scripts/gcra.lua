@@ -1,4 +1,4 @@
--- Gcra checks and charges a GCRA (generic cell rate algorithm) limit with
+-- GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
 -- emission interval T = period/limit and tolerance (burst-1)*T: a request of
 -- cost c is allowed iff max(TAT, now) + c*T - now <= burst*T, where TAT is
 -- the theoretical arrival time; it then moves TAT to max(TAT, now) + c*T.
@@ -13,7 +13,7 @@
 -- exceed 2^52.
 --
 -- @script gcra
--- @key state          hash {tat = whole µs of TAT, r = its fraction in 1/l µs, l = limit/gcd(limit, period)}
+-- @key state          string "tat" or "tat:r": TAT in whole µs and its fraction r > 0 in 1/l µs, l = limit/gcd(limit, period)
 -- @arg limit int      requests per period, >= 1
 -- @arg period int     period in µs, >= 1
 -- @arg burst int      requests admitted at once, >= 1
@@ -31,174 +31,228 @@
 -- by l. Every
 -- comparison is an exact integer one: no drift however long it runs, and
 -- the same decisions as the token bucket. TTL: until TAT, rounded up to
--- whole ms and at least 2 ms (a missing key reads as TAT <= now). Memory:
--- one hash with two fields per identity.
+-- whole ms and at least 2 ms (a missing key reads as TAT <= now), written
+-- with the value by SET ... PX. Memory: one string of at most 33 bytes per
+-- identity.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: GET, then SET ... PX when a request is charged, else
+-- PTTL when the key exists (TIME first when now is unset); the arguments
+-- are checked at once in the usual case.
+
+-- Repair: a key can lose its TTL only by a command from outside (PERSIST,
+-- a SET without PX); one found without TTL (PTTL -1) gets it back on any
+-- call but a peek, and that is the only write a denied request or a cost
+-- of 0 can make. An admission writes the TTL with the value anyway.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: gcra: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: gcra: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
-local limit, err = int_arg(1, 'limit', 1, MAX)
-if err then return bad(err) end
-local period
-period, err = int_arg(2, 'period', 1, MAX_PERIOD)
-if err then return bad(err) end
-local burst
-burst, err = int_arg(3, 'burst', 1, MAX)
-if err then return bad(err) end
--- T = period/limit is used in lowest terms: the same T, smaller products.
-local g = gcd(limit, period)
-limit, period = limit / g, period / g
-if burst * period > MAX then
-  return bad('burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
+-- Arguments: the usual ARGV (all six present, each empty or decimal digits,
+-- every number in range) passes one check; anything else goes through
+-- int_arg, which accepts the same values and names the first bad one.
+local limit, period, burst, cost, now, peek
+if #ARGV == 6 and find(table.concat(ARGV), '^%d+$') then
+  limit, period, burst, cost, now, peek = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 end
-local cost
-cost, err = int_arg(4, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(5, 'now', 0, MAX, true)
-if err then return bad(err) end
-local peek = ARGV[6]
-if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
-  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+if not (limit and period and burst and cost and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and burst >= 1 and burst <= MAX and cost <= MAX and (now and now <= MAX or ARGV[5] == '')
+    and (peek == '' or peek == '0' or peek == '1')) then
+  local h = lib()
+  local err
+  limit, err = h.int_arg(1, 'limit', 1, MAX)
+  if err then return h.bad(err) end
+  period, err = h.int_arg(2, 'period', 1, MAX_PERIOD)
+  if err then return h.bad(err) end
+  burst, err = h.int_arg(3, 'burst', 1, MAX)
+  if err then return h.bad(err) end
+  if burst * (period / h.gcd(limit, period)) > MAX then
+    return h.bad('burst*period/gcd(limit, period) must not exceed ' .. h.fmt(MAX))
+  end
+  cost, err = h.int_arg(4, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(5, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  peek = ARGV[6]
+  if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+    return h.bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+  end
 end
 peek = peek == '1'
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- T = period/limit is used in lowest terms: the same T, smaller products.
+-- (a % b is exact here: both are integers below 2^53. gopher-lua assigns
+-- g, m = m, g % m left to right, so the remainder gets its own local.)
+local g, m = limit, period
+while m > 0 do
+  local r = g % m
+  g, m = m, r
 end
-
-local key = KEYS[1]
-local st = redis.call('HMGET', key, 'tat', 'r')
-local stat, sr = tonumber(st[1] or ''), tonumber(st[2] or '')
-
--- TAT = tat + rem/limit, never earlier than now.
-local tat, rem = now, 0
-if stat and sr then
-  if sr >= limit then
-    stat, sr = stat + 1, 0 -- limit lowered since the write: round TAT up
-  elseif sr < 0 then
-    sr = 0
-  end
-  if stat > now or (stat == now and sr > 0) then
-    tat, rem = stat, sr
-  end
-end
+limit, period = limit / g, period / g
 local bp = burst * period -- burst*T, in 1/limit µs
+if bp > MAX then
+  local h = lib()
+  return h.bad('burst*period/gcd(limit, period) must not exceed ' .. h.fmt(MAX))
+end
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
 
--- Allowed iff (tat-now)*limit + rem + cost*period <= bp, compared without
--- forming (tat-now)*limit, which a far-ahead TAT could make inexact.
-local allowed, retry, wrote = 0, 0, false
+-- State: "tat" when r is 0, else "tat:r". A missing key reads as TAT <= now;
+-- so does a key of another type (such as the hash earlier versions kept)
+-- or a string that is neither an integer below 2^53 nor "integer:integer",
+-- which the next admission replaces.
+local key = KEYS[1]
+local v = redis.pcall('GET', key)
+local found = type(v) == 'string'
+local tat, rem = now, 0 -- TAT = tat + rem/limit, never earlier than now
+if found then
+  local st, sr = tonumber(v), 0
+  if not st then
+    st, sr = string.match(v, '^(%d+):(%d+)$')
+    st, sr = tonumber(st), tonumber(sr)
+  end
+  if st and sr and st % 1 == 0 and st <= 2 * MAX then
+    if sr >= limit then
+      st, sr = st + 1, 0 -- limit lowered since the write: round TAT up
+    end
+    if st > now or (st == now and sr > 0) then
+      tat, rem = st, sr
+    end
+  end
+end
+
+-- Allowed iff (tat-now)*limit + rem + cost*period <= bp, compared as
+-- tat-now <= floor((bp - cost*period - rem)/limit) without forming
+-- (tat-now)*limit, which a far-ahead TAT could make inexact; the
+-- difference is the wait.
+local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
 else
-  local room = bp - cost * period - rem
-  if room >= 0 and tat - now <= divmod(room, limit) then
+  local cp = cost * period
+  local wait = tat - now - floor((bp - cp - rem) / limit)
+  if wait > 0 then
+    retry = wait
+  else
     allowed = 1
     if cost > 0 then
-      local q, m = divmod(cost * period, limit)
-      tat, rem = tat + q, rem + m
+      local q = floor(cp / limit)
+      tat, rem = tat + q, rem + cp - q * limit
       if rem >= limit then
         tat, rem = tat + 1, rem - limit
       end
-      if not peek then
-        redis.call('HSET', key, 'tat', fmt(tat), 'r', fmt(rem))
-        wrote = true
-      end
     end
-  else
-    retry = tat - now + ceildiv(rem + cost * period - bp, limit)
   end
 end
 
-local remaining = 0
 local d = tat - now
+local remaining = 0
 local free = bp - rem
-if free >= 0 and d <= divmod(free, limit) then
-  remaining = divmod(free - d * limit, period)
+if d <= floor(free / limit) then
+  remaining = floor((free - d * limit) / period)
 end
 local reset = d
 if rem > 0 then
   reset = d + 1
 end
-if wrote then
-  expire_in(key, reset)
-elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
-  expire_in(key, reset) -- repair a key found without TTL
+if allowed == 1 and cost > 0 and not peek then
+  -- The TTL goes with the value: until TAT, in whole ms, at least 2 ms.
+  local ms = floor((reset + 999) / 1000)
+  if ms < 2 then
+    ms = 2
+  end
+  if rem > 0 then
+    v = format('%d:%d', tat, rem)
+  else
+    v = format('%d', tat)
+  end
+  redis.call('SET', key, v, 'PX', format('%d', ms))
+elseif found and not peek and redis.call('PTTL', key) == -1 then
+  lib().expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}

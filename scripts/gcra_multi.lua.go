@@ -20,10 +20,10 @@ const (
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GCRAMultiSHA1 = "62060524c1995156aa207773b1977a1bd77bcdea"
+const GCRAMultiSHA1 = "693e67d7fdef7392a88c4558c68a26707dc8029a"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
-const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity (say 10 per second
+const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
 -- AND 1000 per hour) and charges all of them or none: a request is allowed
 -- iff every limit admits it, and only then is cost taken from every limit.
 -- Each limit has its own key holding exactly the state the gcra script
@@ -41,7 +41,7 @@ const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity
 -- nothing. Times are in µs.
 --
 -- @script gcra_multi
--- @key states...      one hash {tat, r} per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
+-- @key states...      one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @arg limits int...  limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
@@ -51,168 +51,222 @@ const gcraMultiSource = `-- GcraMulti checks several GCRA limits on one identity
 -- @return reset_after int   µs until every limit's state is empty
 -- @return limiting int      1-based position of the limit (its key) that decided
 
--- State: each key as in gcra, {tat, r}: TAT as whole µs plus a remainder in
--- 1/l µs for T = period/limit in lowest terms p/l. Each key gets its own TTL,
--- until its own TAT, rounded up to whole ms and at least 2 ms, whenever the
--- request is admitted. Memory: one hash with two fields per limit and
--- identity. Exactness as in gcra.
+-- State: each key as in gcra, "tat" or "tat:r": TAT as whole µs plus a
+-- remainder r > 0 in 1/l µs for T = period/limit in lowest terms p/l. Each
+-- key gets its own TTL, until its own TAT, rounded up to whole ms and at
+-- least 2 ms, written with its value by SET ... PX whenever the request is
+-- admitted. Memory: one string of at most 33 bytes per limit and identity.
+-- Exactness as in gcra.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: one MGET of all keys, then a SET ... PX per key when
+-- the request is charged, else a PTTL per key that exists (TIME first when
+-- now is unset).
+
+-- Repair: as in gcra, a key found without TTL (PTTL -1) gets it back on
+-- any call; that is the only write a denied request or a cost of 0 can
+-- make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: gcra_multi: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: gcra_multi: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
 local n = #KEYS
 if n < 1 or n > 16 then
-  return bad('want 1 to 16 keys, one per limit, got ' .. fmt(n))
+  local h = lib()
+  return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
 if #ARGV ~= 2 + 3 * n then
+  local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return bad('want cost, now and 3 numbers (limit, period, burst) per key: ' .. fmt(2 + 3 * n) .. ' arguments for ' .. fmt(n) .. ' ' .. keys .. ', got ' .. fmt(#ARGV))
+  return h.bad('want cost, now and 3 numbers (limit, period, burst) per key: ' .. h.fmt(2 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
-local seen = {}
-for i = 1, n do
-  if seen[KEYS[i]] then
-    return bad('key ' .. fmt(i) .. ' repeats key ' .. fmt(seen[KEYS[i]]))
+for i = 2, n do
+  for j = 1, i - 1 do
+    if KEYS[i] == KEYS[j] then
+      local h = lib()
+      return h.bad('key ' .. h.fmt(i) .. ' repeats key ' .. h.fmt(j))
+    end
   end
-  seen[KEYS[i]] = i
-end
-local cost, err = int_arg(1, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(2, 'now', 0, MAX, true)
-if err then return bad(err) end
-local limits = {}
-for i = 1, n do
-  local at = 2 + 3 * (i - 1)
-  local name = 'limit ' .. fmt(i) .. ': '
-  local limit, period, burst
-  limit, err = int_arg(at + 1, name .. 'limit', 1, MAX)
-  if err then return bad(err) end
-  period, err = int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
-  if err then return bad(err) end
-  burst, err = int_arg(at + 3, name .. 'burst', 1, MAX)
-  if err then return bad(err) end
-  -- T = period/limit in lowest terms, as in gcra.
-  local g = gcd(limit, period)
-  limit, period = limit / g, period / g
-  if burst * period > MAX then
-    return bad(name .. 'burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
-  end
-  limits[i] = {key = KEYS[i], limit = limit, period = period, burst = burst, bp = burst * period}
-end
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Evaluate every limit as gcra does on its key.
-local allowed, retry, limiting = 1, 0, 0
-for i, s in ipairs(limits) do
-  local st = redis.call('HMGET', s.key, 'tat', 'r')
-  local stat, sr = tonumber(st[1] or ''), tonumber(st[2] or '')
-  s.found = st[1] and true
-  local tat, rem = now, 0
-  if stat and sr then
-    if sr >= s.limit then
-      stat, sr = stat + 1, 0 -- limit lowered since the write: round TAT up
-    elseif sr < 0 then
-      sr = 0
+-- Arguments: the usual ARGV (each empty or decimal digits, every number in
+-- range) passes one check; anything else goes through int_arg, which
+-- accepts the same values and names the first bad one. Each limit's T =
+-- period/limit is used in lowest terms p/l, as in gcra: lim[i] = l, per[i]
+-- = p, bp[i] = burst*p.
+local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+local lim, per, bur, bp = {}, {}, {}, {}
+for i = 1, n do
+  if not ok then
+    break
+  end
+  local limit, period, burst = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  ok = limit and period and burst and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and burst >= 1 and burst <= MAX
+  if ok then
+    -- (a % b is exact: both are integers below 2^53; see gcra.)
+    local g, m = limit, period
+    while m > 0 do
+      local r = g % m
+      g, m = m, r
     end
-    if stat > now or (stat == now and sr > 0) then
-      tat, rem = stat, sr
+    lim[i], per[i], bur[i], bp[i] = limit / g, period / g, burst, burst * (period / g)
+    ok = bp[i] <= MAX
+  end
+end
+if not ok then
+  local h = lib()
+  local err
+  cost, err = h.int_arg(1, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(2, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  for i = 1, n do
+    local at = 2 + 3 * (i - 1)
+    local name = 'limit ' .. h.fmt(i) .. ': '
+    local limit, period, burst
+    limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
+    if err then return h.bad(err) end
+    period, err = h.int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
+    if err then return h.bad(err) end
+    burst, err = h.int_arg(at + 3, name .. 'burst', 1, MAX)
+    if err then return h.bad(err) end
+    local g = h.gcd(limit, period)
+    if burst * (period / g) > MAX then
+      return h.bad(name .. 'burst*period/gcd(limit, period) must not exceed ' .. h.fmt(MAX))
+    end
+    lim[i], per[i], bur[i], bp[i] = limit / g, period / g, burst, burst * (period / g)
+  end
+end
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+
+-- Evaluate every limit as gcra does on its key; one MGET reads them all (a
+-- key of another type reads as missing, as in gcra).
+local vals = redis.call('MGET', unpack(KEYS))
+local tat, rem = {}, {}
+local allowed, retry, limiting = 1, 0, 0
+for i = 1, n do
+  local limit, period = lim[i], per[i]
+  local t, r = now, 0
+  local v = vals[i]
+  if v then
+    local st, sr = tonumber(v), 0
+    if not st then
+      st, sr = string.match(v, '^(%d+):(%d+)$')
+      st, sr = tonumber(st), tonumber(sr)
+    end
+    if st and sr and st % 1 == 0 and st <= 2 * MAX then
+      if sr >= limit then
+        st, sr = st + 1, 0 -- limit lowered since the write: round TAT up
+      end
+      if st > now or (st == now and sr > 0) then
+        t, r = st, sr
+      end
     end
   end
-  s.tat, s.rem = tat, rem
-  if cost > s.burst then
+  tat[i], rem[i] = t, r
+  if cost > bur[i] then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
     allowed = 0
   else
-    local room = s.bp - cost * s.period - rem
-    if not (room >= 0 and tat - now <= divmod(room, s.limit)) then
+    local wait = t - now - floor((bp[i] - cost * period - r) / limit)
+    if wait > 0 then
       allowed = 0
-      local w = tat - now + ceildiv(rem + cost * s.period - s.bp, s.limit)
-      if retry ~= -1 and w > retry then
-        retry, limiting = w, i
+      if retry ~= -1 and wait > retry then
+        retry, limiting = wait, i
       end
     end
   end
@@ -221,38 +275,51 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
-for i, s in ipairs(limits) do
+for i = 1, n do
+  local limit, period = lim[i], per[i]
+  local t, r = tat[i], rem[i]
   if wrote then
-    local q, m = divmod(cost * s.period, s.limit)
-    s.tat, s.rem = s.tat + q, s.rem + m
-    if s.rem >= s.limit then
-      s.tat, s.rem = s.tat + 1, s.rem - s.limit
+    local cp = cost * period
+    local q = floor(cp / limit)
+    t, r = t + q, r + cp - q * limit
+    if r >= limit then
+      t, r = t + 1, r - limit
     end
-    redis.call('HSET', s.key, 'tat', fmt(s.tat), 'r', fmt(s.rem))
   end
-  local r = 0
-  local d = s.tat - now
-  local free = s.bp - s.rem
-  if free >= 0 and d <= divmod(free, s.limit) then
-    r = divmod(free - d * s.limit, s.period)
+  local d = t - now
+  local rm = 0
+  local free = bp[i] - r
+  if d <= floor(free / limit) then
+    rm = floor((free - d * limit) / period)
   end
-  if remaining == -1 or r < remaining then
-    remaining = r
+  if remaining == -1 or rm < remaining then
+    remaining = rm
     if allowed == 1 then
       limiting = i
     end
   end
   local life = d -- until TAT, rounded up to whole µs
-  if s.rem > 0 then
+  if r > 0 then
     life = d + 1
   end
   if life > reset then
     reset = life
   end
   if wrote then
-    expire_in(s.key, life)
-  elseif s.found and redis.call('PTTL', s.key) == -1 then
-    expire_in(s.key, life) -- repair a key found without TTL
+    -- The TTL goes with the value: until TAT, in whole ms, at least 2 ms.
+    local ms = floor((life + 999) / 1000)
+    if ms < 2 then
+      ms = 2
+    end
+    local val
+    if r > 0 then
+      val = format('%d:%d', t, r)
+    else
+      val = format('%d', t)
+    end
+    redis.call('SET', KEYS[i], val, 'PX', format('%d', ms))
+  elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
+    lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
 end
 return {allowed, remaining, retry, reset, limiting}`
@@ -287,7 +354,7 @@ type GCRAMultiScript struct {
 
 // GCRAMultiKeys are the KEYS of gcra_multi.lua, in order.
 type GCRAMultiKeys struct {
-	// States is KEYS[1..n], zero or more: one hash {tat, r} per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
+	// States is KEYS[1..n], zero or more: one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 	States []string
 }
 

@@ -6,17 +6,17 @@ import (
 	"testing"
 )
 
-// helpers returns the block of shared helper functions of a script: from
-// the MAX constant to the end of expire_in, with the script name in error
+// helpers returns the block of shared helpers of a script: from the MAX
+// constant to the end of the function lib, with the script name in error
 // messages replaced by NAME.
 func helpers(t *testing.T, name, src string) string {
 	t.Helper()
 	start := strings.Index(src, "local MAX = ")
-	end := strings.Index(src, "local function expire_in(")
+	end := strings.Index(src, "local function lib()")
 	if start < 0 || end < 0 {
 		t.Fatalf("%s: shared helpers not found", name)
 	}
-	end += strings.Index(src[end:], "\nend\n") + len("\nend\n")
+	end += strings.Index(src[end:], "\n  return h\nend\n") + len("\n  return h\nend\n")
 	return strings.ReplaceAll(src[start:end], "'ERR sluice: "+name+": '", "'ERR sluice: NAME: '")
 }
 

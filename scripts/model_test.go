@@ -41,7 +41,11 @@ type simCall struct {
 	want   []int64 // the model's reply
 	lives  []int64 // µs each key of the call must live after a write
 	write  bool    // the call must write
-	desc   string
+	// full, for a single-limit rate script, appends peek unset (""), as
+	// the generated wrappers send it (the scripts' fast argument path);
+	// without it ARGV ends at now (their strict path).
+	full bool
+	desc string
 }
 
 // argv returns the call's ARGV at now: now is last, except for the
@@ -49,6 +53,9 @@ type simCall struct {
 func (c simCall) argv(now int64) []string {
 	if c.limits != nil {
 		return append([]string{c.args[0], itoa(now)}, c.args[1:]...)
+	}
+	if c.full {
+		return append(slices.Clone(c.args), itoa(now), "")
 	}
 	return append(slices.Clone(c.args), itoa(now))
 }
@@ -107,6 +114,7 @@ func (s *rateSim) call(r *rand.Rand, now int64) simCall {
 		want:   []int64{b2i(d.Allowed), d.Remaining, d.RetryAfter, d.ResetAfter},
 		lives:  []int64{d.ResetAfter},
 		write:  d.Allowed && cost > 0,
+		full:   r.Intn(2) == 0,
 		desc:   fmt.Sprintf("%s %v cost %d", s.script, s.params, cost),
 	}
 }

@@ -53,112 +53,136 @@
 --
 -- Work per call, for n members: an admission makes a constant number of
 -- O(log n) calls (ZREMRANGEBYSCORE also removes the expired members, each
--- once); a denial finds the member whose leaving lets the cost in by a
--- binary search over ranks, O(log n) calls of ZRANGE by rank, O(log^2 n)
--- time in Redis. A renumbering rewrites the log once, O(n log n).
+-- once); a denial reads the first member counted and the newest, and only
+-- when the first one's leaving does not let the cost in, finds the member
+-- whose leaving does by a binary search over ranks, O(log n) calls of
+-- ZRANGE by rank, O(log^2 n) time in Redis. A renumbering rewrites the log
+-- once, O(n log n).
 
 -- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
 -- that is the only write a denied request or a cost of 0 can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: sliding_log: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: sliding_log: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
-local limit, err = int_arg(1, 'limit', 1, MAX)
-if err then return bad(err) end
-local period
-period, err = int_arg(2, 'period', 1, MAX_PERIOD)
-if err then return bad(err) end
-local cost
-cost, err = int_arg(3, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(4, 'now', 0, MAX, true)
-if err then return bad(err) end
-local peek = ARGV[5]
-if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
-  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+-- Arguments: the usual ARGV (all five present, each empty or decimal
+-- digits, every number in range) passes one check; anything else goes
+-- through int_arg, which accepts the same values and names the first bad
+-- one.
+local limit, period, cost, now, peek
+if #ARGV == 5 and find(table.concat(ARGV), '^%d+$') then
+  limit, period, cost, now, peek = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+end
+if not (limit and period and cost and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and cost <= MAX and (now and now <= MAX or ARGV[4] == '') and (peek == '' or peek == '0' or peek == '1')) then
+  local h = lib()
+  local err
+  limit, err = h.int_arg(1, 'limit', 1, MAX)
+  if err then return h.bad(err) end
+  period, err = h.int_arg(2, 'period', 1, MAX_PERIOD)
+  if err then return h.bad(err) end
+  cost, err = h.int_arg(3, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(4, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  peek = ARGV[5]
+  if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+    return h.bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+  end
 end
 peek = peek == '1'
-if now == nil then
+if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 
 local key = KEYS[1]
-local gone = fmt(now - period) -- members scored at or before it are out of the window (now - period, now]
+local gone = format('%d', now - period) -- members scored at or before it are out of the window (now - period, now]
 local TOTAL_MAX = 2 * MAX -- 2^53: running totals stay exact up to here
 
 -- entry decodes the first member of a ZRANGE ... WITHSCORES reply: its time,
@@ -176,11 +200,11 @@ local function entry(e)
 end
 
 local function name(total, c)
-  return string.format('%016d', total) .. ':' .. fmt(c)
+  return format('%016d:%d', total, c)
 end
 
 local function foreign()
-  return bad('key ' .. key .. ' holds a member not written by this script')
+  return lib().bad('key ' .. key .. ' holds a member not written by this script')
 end
 
 -- used: the cost logged after now - period; base: the running total just
@@ -241,7 +265,7 @@ elseif used + cost <= limit then
       at = newest_at -- keep times in the order of totals (see Time order)
     end
     newest_total = newest_total + cost
-    redis.call('ZADD', key, fmt(at), name(newest_total, cost))
+    redis.call('ZADD', key, format('%d', at), name(newest_total, cost))
     newest_at = at
     used = used + cost
     wrote = true
@@ -252,20 +276,23 @@ else
   -- it: binary search over ranks, from the first member counted (rank lo)
   -- to the newest (rank hi, whose total is base + used >= target).
   local target = base + used + cost - limit
-  local lo = redis.call('ZCOUNT', key, '-inf', gone)
-  local hi = redis.call('ZCARD', key) - 1
-  local at = newest_at
-  if first_total >= target then
-    hi, at = lo, first_at
-  end
-  while lo < hi do
-    local mid = lo + math.floor((hi - lo) / 2)
-    local m_at, m_total = entry(redis.call('ZRANGE', key, fmt(mid), fmt(mid), 'WITHSCORES'))
-    if m_at == nil then return foreign() end
-    if m_total >= target then
-      hi, at = mid, m_at
-    else
-      lo = mid + 1
+  local at = first_at
+  if first_total < target then
+    -- (Ranks are read only when the first member counted does not free
+    -- enough: a request of cost 1 needs them only after the limit was
+    -- lowered.)
+    local lo = redis.call('ZCOUNT', key, '-inf', gone)
+    local hi = redis.call('ZCARD', key) - 1
+    at = newest_at
+    while lo < hi do
+      local mid = lo + floor((hi - lo) / 2)
+      local m_at, m_total = entry(redis.call('ZRANGE', key, format('%d', mid), format('%d', mid), 'WITHSCORES'))
+      if m_at == nil then return foreign() end
+      if m_total >= target then
+        hi, at = mid, m_at
+      else
+        lo = mid + 1
+      end
     end
   end
   retry = at + period - now
@@ -276,9 +303,14 @@ if used > 0 then
   reset = newest_at + period - now
 end
 if wrote then
-  expire_in(key, reset)
+  -- Until the newest member leaves the window, in whole ms, at least 2 ms.
+  local ms = floor((reset + 999) / 1000)
+  if ms < 2 then
+    ms = 2
+  end
+  redis.call('PEXPIRE', key, format('%d', ms))
 elseif not peek and redis.call('PTTL', key) == -1 then
-  expire_in(key, reset) -- repair a key found without TTL
+  lib().expire_in(key, reset) -- repair a key found without TTL
 end
 local remaining = limit - used
 if remaining < 0 then

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowSHA1 is the SHA1 of sliding_window.lua, as SCRIPT LOAD returns it.
-const SlidingWindowSHA1 = "05738c5f118bdeafb921794c791d9f2d7a9f4784"
+const SlidingWindowSHA1 = "8511645e436d3c97c89c174005fc8643f2f96fc0"
 
 // slidingWindowSource is sliding_window.lua, byte for byte.
 const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-window-counter limit: the
@@ -37,7 +37,7 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- change nothing. Times are in µs; limit*period must not exceed 2^52.
 --
 -- @script sliding_window
--- @key state          hash {w = current window index, c = its count, p = the previous window's count}
+-- @key state          string "w:c:p": the current window index w, its count c and the previous window's count p
 -- @arg limit int      units admitted per period, >= 1
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
@@ -54,158 +54,190 @@ const slidingWindowSource = `-- SlidingWindow checks and charges a sliding-windo
 -- window's start: the estimate then weighs the previous window fully, which
 -- never admits more. TTL: until the current window's count has left the
 -- sliding window, that is the end of the next window, rounded up to whole ms
--- and at least 2 ms.
--- Memory: one hash with three fields per identity.
+-- and at least 2 ms, written with the value by SET ... PX. Memory: one
+-- string of at most 50 bytes per identity.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: GET, then SET ... PX when a request is counted, else
+-- PTTL when the key exists (TIME first when now is unset); the arguments
+-- are checked at once in the usual case.
+
+-- Repair: a key can lose its TTL only by a command from outside (PERSIST,
+-- a SET without PX); one found without TTL (PTTL -1) gets it back on any
+-- call but a peek, and that is the only write a denied request or a cost
+-- of 0 can make. An admission writes the TTL with the value anyway.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: sliding_window: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: sliding_window: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
-local limit, err = int_arg(1, 'limit', 1, MAX)
-if err then return bad(err) end
-local period
-period, err = int_arg(2, 'period', 1, MAX_PERIOD)
-if err then return bad(err) end
-if limit * period > MAX then
-  return bad('limit*period must not exceed ' .. fmt(MAX))
+-- Arguments: the usual ARGV (all five present, each empty or decimal
+-- digits, every number in range) passes one check; anything else goes
+-- through int_arg, which accepts the same values and names the first bad
+-- one.
+local limit, period, cost, now, peek
+if #ARGV == 5 and find(table.concat(ARGV), '^%d+$') then
+  limit, period, cost, now, peek = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 end
-local cost
-cost, err = int_arg(3, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(4, 'now', 0, MAX, true)
-if err then return bad(err) end
-local peek = ARGV[5]
-if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
-  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+if not (limit and period and cost and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and cost <= MAX and (now and now <= MAX or ARGV[4] == '') and (peek == '' or peek == '0' or peek == '1')) then
+  local h = lib()
+  local err
+  limit, err = h.int_arg(1, 'limit', 1, MAX)
+  if err then return h.bad(err) end
+  period, err = h.int_arg(2, 'period', 1, MAX_PERIOD)
+  if err then return h.bad(err) end
+  if limit * period > MAX then
+    return h.bad('limit*period must not exceed ' .. h.fmt(MAX))
+  end
+  cost, err = h.int_arg(3, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(4, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  peek = ARGV[5]
+  if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+    return h.bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+  end
 end
 peek = peek == '1'
-if now == nil then
+local lp = limit * period
+if lp > MAX then
+  local h = lib()
+  return h.bad('limit*period must not exceed ' .. h.fmt(MAX))
+end
+if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 
+-- State: "w:c:p". A missing key reads as no counts; so does a value of
+-- another form or a key of another type (such as the hash earlier versions
+-- kept), which the next admission replaces.
 local key = KEYS[1]
-local st = redis.call('HMGET', key, 'w', 'c', 'p')
-local sw, sc, sp = tonumber(st[1] or ''), tonumber(st[2] or ''), tonumber(st[3] or '')
-
-local win = divmod(now, period)
+local v = redis.pcall('GET', key)
+local found = type(v) == 'string'
+local win = floor(now / period)
 local at = now -- the time the decision is made at (later than now only when the state is ahead)
 local cur, prev = 0, 0
-if sw and sc and sp then
-  if sw > win then
-    win = sw
-    at = win * period
-  end
-  if sw == win then
-    cur, prev = sc, sp
-  elseif sw == win - 1 then
-    prev = sc
+if found then
+  local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+  sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
+  if sw and sc and sp and sw <= MAX and sc <= MAX and sp <= MAX then
+    if sw > win then
+      win = sw
+      at = win * period
+    end
+    if sw == win then
+      cur, prev = sc, sp
+    elseif sw == win - 1 then
+      prev = sc
+    end
   end
 end
 local e = at - win * period -- time elapsed in the current window
 local skew = at - now
-local lp = limit * period
 
-local allowed, retry, wrote = 0, 0, false
+local allowed, retry = 0, 0
 if cost > limit then
   retry = -1
 elseif prev * (period - e) + (cur + cost) * period <= lp then
   allowed = 1
-  if cost > 0 then
-    cur = cur + cost
-    if not peek then
-      redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
-      wrote = true
-    end
-  end
+  cur = cur + cost
 else
   -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
   local free = (limit - cur - cost) * period
   local w
   if prev > 0 and free >= prev then
-    w = period - e - divmod(free, prev)
+    w = period - e - floor(free / prev)
   else
     -- In the next window prev' = cur and cur' = 0, at e' = w - (period - e):
     -- cur*(period-e') + cost*period <= lp.
     local e2 = 0
     if cur > 0 then
-      e2 = period - divmod((limit - cost) * period, cur)
+      e2 = period - floor((limit - cost) * period / cur)
       if e2 < 0 then
         e2 = 0
       end
@@ -222,7 +254,7 @@ end
 local remaining = 0
 local room = lp - prev * (period - e) - cur * period
 if room > 0 then
-  remaining = divmod(room, period)
+  remaining = floor(room / period)
 end
 local reset = 0
 if cur > 0 then
@@ -230,10 +262,16 @@ if cur > 0 then
 elseif prev > 0 then
   reset = period - e + skew
 end
-if wrote then
-  expire_in(key, reset)
-elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
-  expire_in(key, reset) -- repair a key found without TTL
+if allowed == 1 and cost > 0 and not peek then
+  -- The TTL goes with the value: until both counts have left the window,
+  -- in whole ms, at least 2 ms.
+  local ms = floor((reset + 999) / 1000)
+  if ms < 2 then
+    ms = 2
+  end
+  redis.call('SET', key, format('%d:%d:%d', win, cur, prev), 'PX', format('%d', ms))
+elseif found and not peek and redis.call('PTTL', key) == -1 then
+  lib().expire_in(key, reset) -- repair a key found without TTL
 end
 return {allowed, remaining, retry, reset}`
 
@@ -263,7 +301,7 @@ type SlidingWindowScript struct {
 
 // SlidingWindowKeys are the KEYS of sliding_window.lua, in order.
 type SlidingWindowKeys struct {
-	// State is KEYS[1]: hash {w = current window index, c = its count, p = the previous window's count}
+	// State is KEYS[1]: string "w:c:p": the current window index w, its count c and the previous window's count p
 	State string
 }
 

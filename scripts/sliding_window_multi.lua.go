@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "6ea6aad9baa7d399f2763d9927d277f5384a70b1"
+const SlidingWindowMultiSHA1 = "e78af84022d3e80e485b15cc10dcfab500d38aa7"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -42,7 +42,7 @@ const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-w
 -- denied request and a cost of 0 change nothing. Times are in µs.
 --
 -- @script sliding_window_multi
--- @key states...      one hash {w, c, p} per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
+-- @key states...      one string "w:c:p" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @arg limits int...  limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
@@ -52,174 +52,218 @@ const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-w
 -- @return reset_after int   µs until every limit's counts have left their windows
 -- @return limiting int      1-based position of the limit (its key) that decided
 
--- State: each key as in sliding_window, {w, c, p}: the current window index,
--- its count and the previous window's count. Each key gets its own TTL, until
--- its own counts have left the sliding window, rounded up to whole ms and at
--- least 2 ms, whenever the request is admitted. Memory: one hash with three
--- fields per limit and identity.
+-- State: each key as in sliding_window, "w:c:p": the current window index,
+-- its count and the previous window's count. Each key gets its own TTL,
+-- until its own counts have left the sliding window, rounded up to whole ms
+-- and at least 2 ms, written with its value by SET ... PX whenever the
+-- request is admitted. Memory: one string of at most 50 bytes per limit and
+-- identity.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: one MGET of all keys, then a SET ... PX per key when
+-- the request is counted, else a PTTL per key that exists (TIME first when
+-- now is unset).
+
+-- Repair: as in sliding_window, a key found without TTL (PTTL -1) gets it
+-- back on any call; that is the only write a denied request or a cost of 0
+-- can make.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: sliding_window_multi: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: sliding_window_multi: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
 local n = #KEYS
 if n < 1 or n > 16 then
-  return bad('want 1 to 16 keys, one per limit, got ' .. fmt(n))
+  local h = lib()
+  return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
 if #ARGV ~= 2 + 2 * n then
+  local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return bad('want cost, now and 2 numbers (limit, period) per key: ' .. fmt(2 + 2 * n) .. ' arguments for ' .. fmt(n) .. ' ' .. keys .. ', got ' .. fmt(#ARGV))
+  return h.bad('want cost, now and 2 numbers (limit, period) per key: ' .. h.fmt(2 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
-local seen = {}
-for i = 1, n do
-  if seen[KEYS[i]] then
-    return bad('key ' .. fmt(i) .. ' repeats key ' .. fmt(seen[KEYS[i]]))
+for i = 2, n do
+  for j = 1, i - 1 do
+    if KEYS[i] == KEYS[j] then
+      local h = lib()
+      return h.bad('key ' .. h.fmt(i) .. ' repeats key ' .. h.fmt(j))
+    end
   end
-  seen[KEYS[i]] = i
-end
-local cost, err = int_arg(1, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(2, 'now', 0, MAX, true)
-if err then return bad(err) end
-local limits = {}
-for i = 1, n do
-  local at = 2 + 2 * (i - 1)
-  local name = 'limit ' .. fmt(i) .. ': '
-  local limit, period
-  limit, err = int_arg(at + 1, name .. 'limit', 1, MAX)
-  if err then return bad(err) end
-  period, err = int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
-  if err then return bad(err) end
-  if limit * period > MAX then
-    return bad(name .. 'limit*period must not exceed ' .. fmt(MAX))
-  end
-  limits[i] = {key = KEYS[i], limit = limit, period = period}
-end
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Evaluate every limit as sliding_window does on its key.
+-- Arguments: the usual ARGV (each empty or decimal digits, every number in
+-- range) passes one check; anything else goes through int_arg, which
+-- accepts the same values and names the first bad one.
+local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+local lim, per = {}, {}
+for i = 1, n do
+  if not ok then
+    break
+  end
+  local limit, period = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+  ok = limit and period and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and limit * period <= MAX
+  lim[i], per[i] = limit, period
+end
+if not ok then
+  local h = lib()
+  local err
+  cost, err = h.int_arg(1, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(2, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  for i = 1, n do
+    local at = 2 + 2 * (i - 1)
+    local name = 'limit ' .. h.fmt(i) .. ': '
+    local limit, period
+    limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
+    if err then return h.bad(err) end
+    period, err = h.int_arg(at + 2, name .. 'period', 1, MAX_PERIOD)
+    if err then return h.bad(err) end
+    if limit * period > MAX then
+      return h.bad(name .. 'limit*period must not exceed ' .. h.fmt(MAX))
+    end
+    lim[i], per[i] = limit, period
+  end
+end
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+
+-- Evaluate every limit as sliding_window does on its key; one MGET reads
+-- them all (a key of another type reads as missing, as in sliding_window).
+local vals = redis.call('MGET', unpack(KEYS))
+local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
-for i, s in ipairs(limits) do
-  local period = s.period
-  local st = redis.call('HMGET', s.key, 'w', 'c', 'p')
-  local sw, sc, sp = tonumber(st[1] or ''), tonumber(st[2] or ''), tonumber(st[3] or '')
-  s.found = st[1] and true
-  local win = divmod(now, period)
+for i = 1, n do
+  local limit, period = lim[i], per[i]
+  local win = floor(now / period)
   local at = now -- the time the decision is made at (later than now only when the state is ahead)
   local cur, prev = 0, 0
-  if sw and sc and sp then
-    if sw > win then
-      win = sw
-      at = win * period
-    end
-    if sw == win then
-      cur, prev = sc, sp
-    elseif sw == win - 1 then
-      prev = sc
+  local v = vals[i]
+  if v then
+    local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+    sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
+    if sw and sc and sp and sw <= MAX and sc <= MAX and sp <= MAX then
+      if sw > win then
+        win = sw
+        at = win * period
+      end
+      if sw == win then
+        cur, prev = sc, sp
+      elseif sw == win - 1 then
+        prev = sc
+      end
     end
   end
   local e = at - win * period -- time elapsed in the current window
-  s.win, s.cur, s.prev, s.e, s.skew = win, cur, prev, e, at - now
-  if cost > s.limit then
+  wins[i], curs[i], prevs[i], es[i], skews[i] = win, cur, prev, e, at - now
+  if cost > limit then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
     allowed = 0
-  elseif prev * (period - e) + (cur + cost) * period > s.limit * period then
+  elseif prev * (period - e) + (cur + cost) * period > limit * period then
     allowed = 0
     -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
-    local free = (s.limit - cur - cost) * period
+    local free = (limit - cur - cost) * period
     local w
     if prev > 0 and free >= prev then
-      w = period - e - divmod(free, prev)
+      w = period - e - floor(free / prev)
     else
       -- In the next window prev' = cur and cur' = 0, at e' = w - (period - e):
       -- cur*(period-e') + cost*period <= limit*period.
       local e2 = 0
       if cur > 0 then
-        e2 = period - divmod((s.limit - cost) * period, cur)
+        e2 = period - floor((limit - cost) * period / cur)
         if e2 < 0 then
           e2 = 0
         end
@@ -230,7 +274,7 @@ for i, s in ipairs(limits) do
         w = 2 * period - e -- both counts gone
       end
     end
-    w = w + s.skew
+    w = w + at - now
     if retry ~= -1 and w > retry then
       retry, limiting = w, i
     end
@@ -240,16 +284,15 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
-for i, s in ipairs(limits) do
-  local period, e = s.period, s.e
+for i = 1, n do
+  local limit, period, e, cur, prev = lim[i], per[i], es[i], curs[i], prevs[i]
   if wrote then
-    s.cur = s.cur + cost
-    redis.call('HSET', s.key, 'w', fmt(s.win), 'c', fmt(s.cur), 'p', fmt(s.prev))
+    cur = cur + cost
   end
   local r = 0
-  local room = s.limit * period - s.prev * (period - e) - s.cur * period
+  local room = limit * period - prev * (period - e) - cur * period
   if room > 0 then
-    r = divmod(room, period)
+    r = floor(room / period)
   end
   if remaining == -1 or r < remaining then
     remaining = r
@@ -258,18 +301,23 @@ for i, s in ipairs(limits) do
     end
   end
   local life = 0 -- until both counts have left the window
-  if s.cur > 0 then
-    life = 2 * period - e + s.skew
-  elseif s.prev > 0 then
-    life = period - e + s.skew
+  if cur > 0 then
+    life = 2 * period - e + skews[i]
+  elseif prev > 0 then
+    life = period - e + skews[i]
   end
   if life > reset then
     reset = life
   end
   if wrote then
-    expire_in(s.key, life)
-  elseif s.found and redis.call('PTTL', s.key) == -1 then
-    expire_in(s.key, life) -- repair a key found without TTL
+    -- The TTL goes with the value: in whole ms, at least 2 ms.
+    local ms = floor((life + 999) / 1000)
+    if ms < 2 then
+      ms = 2
+    end
+    redis.call('SET', KEYS[i], format('%d:%d:%d', wins[i], cur, prev), 'PX', format('%d', ms))
+  elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
+    lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
 end
 return {allowed, remaining, retry, reset, limiting}`
@@ -305,7 +353,7 @@ type SlidingWindowMultiScript struct {
 
 // SlidingWindowMultiKeys are the KEYS of sliding_window_multi.lua, in order.
 type SlidingWindowMultiKeys struct {
-	// States is KEYS[1..n], zero or more: one hash {w, c, p} per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
+	// States is KEYS[1..n], zero or more: one string "w:c:p" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 	States []string
 }
 

@@ -51,7 +51,13 @@ func stepFile(tb table, script string) string {
 		fmt.Fprintf(&b, "at %s\n", duration(s.at))
 		keys, _ := tb.keys(s)
 		fmt.Fprintf(&b, "keys %s\n", strings.Join(keys, " "))
-		fmt.Fprintf(&b, "args %s\n", strings.Join(tb.argvWith(s, "$now"), " "))
+		args := tb.argvWith(s, "$now")
+		for i, a := range args {
+			if a == "" {
+				args[i] = `""`
+			}
+		}
+		fmt.Fprintf(&b, "args %s\n", strings.Join(args, " "))
 		for _, c := range pending {
 			fmt.Fprintln(&b, c)
 		}
@@ -83,10 +89,9 @@ func stepFile(tb table, script string) string {
 			}
 			fmt.Fprintf(&b, "expect ZRANGE %s 0 -1 => [%s]\n", keys[0], strings.Join(quoted, ", "))
 		}
-		if s.fields != nil {
-			fmt.Fprintf(&b, "expect HLEN %s => %d\n", keys[0], len(s.fields))
-			for _, f := range s.fields {
-				fmt.Fprintf(&b, "expect HEXISTS %s %s => 1\n", keys[0], f)
+		if s.values != nil {
+			for i, v := range s.values(start) {
+				fmt.Fprintf(&b, "expect GET %s => %s\n", keys[i], strconv.Quote(v))
 			}
 		}
 	}

@@ -139,12 +139,16 @@ var tables = []table{
 		},
 	},
 	{
-		// Each limit has its own key, holding what gcra keeps: {tat, r}.
+		// Each limit has its own key, holding what gcra keeps: "tat" or
+		// "tat:r".
 		name:   "gcra_multi",
 		script: "gcra_multi",
 		limits: [][]string{{"2", "1000000", "2"}, {"3", "10000000", "3"}}, // 2 per s (burst 2) AND 3 per 10 s (burst 3)
 		steps: []step{
-			withFields(withLives(rate(0, 1, 1, 1, 0, 3_333_334, 1), 500*ms, 3_333_334), "tat", "r"),
+			withValues(withLives(rate(0, 1, 1, 1, 0, 3_333_334, 1), 500*ms, 3_333_334), func(start int64) []string {
+				// T = 500 ms, and 10 s/3 = 3,333,333 µs + 1/3 µs.
+				return []string{itoa(start + 500*ms), itoa(start+3_333_333) + ":1"}
+			}),
 			withLives(rate(0, 1, 1, 0, 0, 6_666_667, 1), 1*sec, 6_666_667),
 			rate(0, 1, 0, 0, 500*ms, 6_666_667, 1),                                                // the 2/s limit decides
 			withLives(rate(500*ms, 1, 1, 0, 0, 9_500_000, 1), 1*sec, 9_500_000),                   // TAT of 3/10 s carries a whole µs
@@ -173,12 +177,14 @@ var tables = []table{
 	},
 	{
 		// Each limit has its own key, holding what sliding_window keeps:
-		// {w, c, p}.
+		// "w:c:p".
 		name:   "sliding_window_multi",
 		script: "sliding_window_multi",
 		limits: [][]string{{"2", "1000000"}, {"3", "10000000"}}, // 2 per s AND 3 per 10 s
 		steps: []step{
-			withFields(withLives(rate(0, 1, 1, 1, 0, 20*sec, 1), 2*sec, 20*sec), "w", "c", "p"),
+			withValues(withLives(rate(0, 1, 1, 1, 0, 20*sec, 1), 2*sec, 20*sec), func(start int64) []string {
+				return []string{itoa(start/sec) + ":1:0", itoa(start/(10*sec)) + ":1:0"}
+			}),
 			withLives(rate(500*ms, 1, 1, 0, 0, 19_500_000, 1), 1500*ms, 19_500_000),
 			rate(1200*ms, 1, 0, 0, 300*ms, 18_800_000, 1),
 			withLives(rate(1500*ms, 1, 1, 0, 0, 18_500_000, 1), 1500*ms, 18_500_000),

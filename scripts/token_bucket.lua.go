@@ -20,7 +20,7 @@ const (
 )
 
 // TokenBucketSHA1 is the SHA1 of token_bucket.lua, as SCRIPT LOAD returns it.
-const TokenBucketSHA1 = "21dca55ffa0301b701d2cb685304540c978ffe20"
+const TokenBucketSHA1 = "5220c2787b0ad5c218392c64d00f7e28c841c630"
 
 // tokenBucketSource is token_bucket.lua, byte for byte.
 const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limit: a bucket of burst
@@ -35,7 +35,7 @@ const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limi
 -- in µs; burst*period/gcd(limit, period) must not exceed 2^52.
 --
 -- @script token_bucket
--- @key state          hash {t = time of the level in µs, v = level in 1/p tokens, p = period/gcd(limit, period)}
+-- @key state          string "t:v": the time t of the level in µs and the level v in 1/p tokens, p = period/gcd(limit, period)
 -- @arg limit int      tokens added per period, >= 1
 -- @arg period int     refill period in µs, >= 1
 -- @arg burst int      bucket capacity in tokens, >= 1
@@ -54,171 +54,216 @@ const tokenBucketSource = `-- TokenBucket checks and charges a token-bucket limi
 -- ahead of the caller's clock (another client's clock runs ahead) is kept:
 -- the bucket refills from that time on. TTL: until the bucket is full again,
 -- rounded up to whole ms and at least 2 ms (a missing key reads as a full
--- bucket). Memory: one hash with two fields per identity.
+-- bucket), written with the value by SET ... PX. Memory: one string of at
+-- most 33 bytes per identity.
 
--- Repair: a key found without TTL (PTTL -1) gets its TTL back on any call;
--- that is the only write a denied request or a cost of 0 can make.
+-- Cost per decision: GET, then SET ... PX when tokens are taken, else PTTL
+-- when the key exists (TIME first when now is unset); the arguments are
+-- checked at once in the usual case.
+
+-- Repair: a key can lose its TTL only by a command from outside (PERSIST,
+-- a SET without PX); one found without TTL (PTTL -1) gets it back on any
+-- call but a peek, and that is the only write a denied request or a cost
+-- of 0 can make. An admission writes the TTL with the value anyway.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
+local floor, find, format, tonumber = math.floor, string.find, string.format, tonumber
 
-local function fmt(x)
-  return string.format('%d', x)
-end
+-- lib returns the helpers every script carries, the same text in each.
+-- Calling it makes their closures, which costs more than a decision's own
+-- arithmetic, so the scripts call it only off their fast path (to name a
+-- bad argument, to repair a TTL). Of the script's locals it reads only
+-- tonumber, so that defining it costs one closure and one upvalue.
+local function lib()
+  local h = {}
 
-local function bad(msg)
-  return redis.error_reply('ERR sluice: token_bucket: ' .. msg)
-end
+  function h.fmt(x)
+    return string.format('%d', x)
+  end
 
--- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
--- unset and optional; nil and a message when it is malformed.
-local function int_arg(i, name, lo, hi, optional)
-  local s = ARGV[i]
-  if s == nil or s == '' then
-    if optional then
-      return nil, nil
+  function h.bad(msg)
+    return redis.error_reply('ERR sluice: token_bucket: ' .. msg)
+  end
+
+  -- int_arg returns ARGV[i] as an integer in [lo, hi]; nil, nil when it is
+  -- unset and optional; nil and a message when it is malformed.
+  function h.int_arg(i, name, lo, hi, optional)
+    local s = ARGV[i]
+    if s == nil or s == '' then
+      if optional then
+        return nil, nil
+      end
+      return nil, name .. ' is required'
     end
-    return nil, name .. ' is required'
-  end
-  if #s > 16 or not string.find(s, '^%d+$') then
-    return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil, name .. ' must be between ' .. fmt(lo) .. ' and ' .. fmt(hi) .. ', got ' .. s
-  end
-  return v, nil
-end
-
--- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
--- integers |a| < 2^53 and b > 0.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q, r = q - 1, r + b
-  elseif r >= b then
-    q, r = q + 1, r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- gcd returns the greatest common divisor of positive integers a and b.
-local function gcd(a, b)
-  while b > 0 do
-    local _, r = divmod(a, b)
-    a, b = b, r
-  end
-  return a
-end
-
--- expire_in gives key a TTL of us rounded up to whole ms and at least 2 ms,
--- or deletes it when its useful life is over. Redis expires a key at a whole
--- ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0 can even
--- drop the key at once); 2 ms always outlive 1 ms.
-local function expire_in(key, us)
-  if us <= 0 then
-    redis.call('DEL', key)
-  else
-    if us < 2000 then
-      us = 2000
+    local v = string.find(s, '^%d+$') and tonumber(s)
+    if not v or (#s > 16 and v > hi) then -- past 16 digits only leading zeros keep a value exact
+      return nil, name .. ' must be a non-negative decimal integer, got "' .. string.sub(s, 1, 24) .. '"'
     end
-    redis.call('PEXPIRE', key, fmt(ceildiv(us, 1000)))
+    if v < lo or v > hi then
+      return nil, name .. ' must be between ' .. h.fmt(lo) .. ' and ' .. h.fmt(hi) .. ', got ' .. s
+    end
+    return v, nil
   end
+
+  -- divmod returns floor(a / b) and a - floor(a / b) * b, exactly, for
+  -- integers |a| < 2^53 and b > 0.
+  function h.divmod(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+      q, r = q - 1, r + b
+    elseif r >= b then
+      q, r = q + 1, r - b
+    end
+    return q, r
+  end
+
+  function h.ceildiv(a, b)
+    local q, r = h.divmod(a, b)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+
+  -- gcd returns the greatest common divisor of positive integers a and b.
+  function h.gcd(a, b)
+    while b > 0 do
+      local _, r = h.divmod(a, b)
+      a, b = b, r
+    end
+    return a
+  end
+
+  -- expire_in gives key a TTL of us rounded up to whole ms and at least 2
+  -- ms, or deletes it when its useful life is over. Redis expires a key at a
+  -- whole ms, so a TTL of 1 ms can end a few µs after it is set (Redis 7.0
+  -- can even drop the key at once); 2 ms always outlive 1 ms.
+  function h.expire_in(key, us)
+    if us <= 0 then
+      redis.call('DEL', key)
+    else
+      if us < 2000 then
+        us = 2000
+      end
+      redis.call('PEXPIRE', key, h.fmt(h.ceildiv(us, 1000)))
+    end
+  end
+
+  return h
 end
 
-local limit, err = int_arg(1, 'limit', 1, MAX)
-if err then return bad(err) end
-local period
-period, err = int_arg(2, 'period', 1, MAX_PERIOD)
-if err then return bad(err) end
-local burst
-burst, err = int_arg(3, 'burst', 1, MAX)
-if err then return bad(err) end
--- The rate limit/period is used in lowest terms: the same rate, smaller
--- products.
-local g = gcd(limit, period)
-limit, period = limit / g, period / g
-if burst * period > MAX then
-  return bad('burst*period/gcd(limit, period) must not exceed ' .. fmt(MAX))
+-- Arguments: the usual ARGV (all six present, each empty or decimal digits,
+-- every number in range) passes one check; anything else goes through
+-- int_arg, which accepts the same values and names the first bad one.
+local limit, period, burst, cost, now, peek
+if #ARGV == 6 and find(table.concat(ARGV), '^%d+$') then
+  limit, period, burst, cost, now, peek = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 end
-local cost
-cost, err = int_arg(4, 'cost', 0, MAX)
-if err then return bad(err) end
-local now
-now, err = int_arg(5, 'now', 0, MAX, true)
-if err then return bad(err) end
-local peek = ARGV[6]
-if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
-  return bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+if not (limit and period and burst and cost and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
+    and burst >= 1 and burst <= MAX and cost <= MAX and (now and now <= MAX or ARGV[5] == '')
+    and (peek == '' or peek == '0' or peek == '1')) then
+  local h = lib()
+  local err
+  limit, err = h.int_arg(1, 'limit', 1, MAX)
+  if err then return h.bad(err) end
+  period, err = h.int_arg(2, 'period', 1, MAX_PERIOD)
+  if err then return h.bad(err) end
+  burst, err = h.int_arg(3, 'burst', 1, MAX)
+  if err then return h.bad(err) end
+  if burst * (period / h.gcd(limit, period)) > MAX then
+    return h.bad('burst*period/gcd(limit, period) must not exceed ' .. h.fmt(MAX))
+  end
+  cost, err = h.int_arg(4, 'cost', 0, MAX)
+  if err then return h.bad(err) end
+  now, err = h.int_arg(5, 'now', 0, MAX, true)
+  if err then return h.bad(err) end
+  peek = ARGV[6]
+  if peek ~= nil and peek ~= '' and peek ~= '0' and peek ~= '1' then
+    return h.bad('peek must be 1, 0 or empty, got "' .. string.sub(peek, 1, 24) .. '"')
+  end
 end
 peek = peek == '1'
-if now == nil then
+-- The rate limit/period is used in lowest terms: the same rate, smaller
+-- products.
+-- (a % b is exact here: both are integers below 2^53. gopher-lua assigns
+-- g, m = m, g % m left to right, so the remainder gets its own local.)
+local g, m = limit, period
+while m > 0 do
+  local r = g % m
+  g, m = m, r
+end
+limit, period = limit / g, period / g
+local cap = burst * period -- a full bucket, in 1/period tokens
+if cap > MAX then
+  local h = lib()
+  return h.bad('burst*period/gcd(limit, period) must not exceed ' .. h.fmt(MAX))
+end
+if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 
+-- State: "t:v". A missing key reads as a full bucket; so does a value of
+-- another form or a key of another type (such as the hash earlier versions
+-- kept), which the next admission replaces.
 local key = KEYS[1]
-local st = redis.call('HMGET', key, 't', 'v')
-local stt, stv = tonumber(st[1] or ''), tonumber(st[2] or '')
-
-local cap = burst * period -- a full bucket, in 1/period tokens
-local at = now             -- the time the level is known at
+local v = redis.pcall('GET', key)
+local found = type(v) == 'string'
+local at = now -- the time the level is known at
 local level = cap
-if stt and stv then
-  level = stv
-  if level > cap then
-    level = cap
-  elseif level < 0 then
-    level = 0
-  end
-  if stt > now then
-    at = stt
-  elseif level < cap then
-    if now - stt >= ceildiv(cap - level, limit) then
+if found then
+  local stt, stv = string.match(v, '^(%d+):(%d+)$')
+  stt, stv = tonumber(stt), tonumber(stv)
+  if stt and stv and stt <= 2 * MAX then
+    level = stv
+    if level > cap then
       level = cap
-    else
-      level = level + (now - stt) * limit
+    end
+    if stt > now then
+      at = stt
+    elseif level < cap then
+      -- Full again once (now - stt)*limit >= cap - level.
+      if now - stt >= -floor((level - cap) / limit) then
+        level = cap
+      else
+        level = level + (now - stt) * limit
+      end
     end
   end
 end
 local skew = at - now
 
-local allowed, retry, wrote = 0, 0, false
-local need = cost * period
+local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
-elseif need <= level then
-  allowed = 1
-  if cost > 0 then
-    level = level - need
-    if not peek then
-      redis.call('HSET', key, 't', fmt(at), 'v', fmt(level))
-      wrote = true
-    end
-  end
 else
-  retry = ceildiv(need - level, limit) + skew
+  local need = cost * period
+  if need <= level then
+    allowed = 1
+    level = level - need
+  else
+    retry = skew - floor((level - need) / limit) -- ceil((need - level)/limit)
+  end
 end
 
 local reset = 0
 if level < cap then
-  reset = ceildiv(cap - level, limit) + skew
+  reset = skew - floor((level - cap) / limit)
 end
-if wrote then
-  expire_in(key, reset)
-elseif not peek and st[1] and redis.call('PTTL', key) == -1 then
-  expire_in(key, reset) -- repair a key found without TTL
+if allowed == 1 and cost > 0 and not peek then
+  -- The TTL goes with the value: until the bucket is full, in whole ms, at
+  -- least 2 ms.
+  local ms = floor((reset + 999) / 1000)
+  if ms < 2 then
+    ms = 2
+  end
+  redis.call('SET', key, format('%d:%d', at, level), 'PX', format('%d', ms))
+elseif found and not peek and redis.call('PTTL', key) == -1 then
+  lib().expire_in(key, reset) -- repair a key found without TTL
 end
-local remaining = divmod(level, period)
+local remaining = floor(level / period)
 return {allowed, remaining, retry, reset}`
 
 // TokenBucket checks and charges a token-bucket limit: a bucket of burst
@@ -245,7 +290,7 @@ type TokenBucketScript struct {
 
 // TokenBucketKeys are the KEYS of token_bucket.lua, in order.
 type TokenBucketKeys struct {
-	// State is KEYS[1]: hash {t = time of the level in µs, v = level in 1/p tokens, p = period/gcd(limit, period)}
+	// State is KEYS[1]: string "t:v": the time t of the level in µs and the level v in 1/p tokens, p = period/gcd(limit, period)
 	State string
 }
 
