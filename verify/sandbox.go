@@ -44,7 +44,9 @@ import (
 // A Sandbox is safe for concurrent use; scripts run one at a time.
 type Sandbox struct {
 	// Timeout bounds one script run when the context has no deadline
-	// (default 5s): a script that loops forever fails instead of hanging.
+	// (default 30s): a script that loops forever fails instead of hanging.
+	// It is wall-clock time, generous so that a slow machine (a loaded CI
+	// runner, the race detector) does not stop a script that would end.
 	Timeout time.Duration
 
 	mu     sync.Mutex
@@ -53,6 +55,10 @@ type Sandbox struct {
 	protos map[string]*compiled
 	last   *Run
 }
+
+// defaultTimeout bounds a script run when neither the context nor the
+// Sandbox sets a limit.
+const defaultTimeout = 30 * time.Second
 
 // StartTime is where the clock of every environment starts,
 // 2024-01-01T00:00:00Z; StartTime.Time() is that instant as a time.Time.
@@ -385,7 +391,7 @@ func (s *Sandbox) Run(ctx context.Context, script string, keys, args []string) (
 	if _, ok := ctx.Deadline(); !ok {
 		timeout := s.Timeout
 		if timeout <= 0 {
-			timeout = 5 * time.Second
+			timeout = defaultTimeout
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
