@@ -192,16 +192,17 @@ func commandCalls(t *testing.T, s *redisserver.Server, command string) int64 {
 // fixedWindowCount is the cost a fixed-window key holds on s (field n).
 func fixedWindowCount(t *testing.T, s *redisserver.Server, key string) int64 {
 	t.Helper()
-	v, err := s.Command("HGET", key, "n")
+	v, err := s.Command("GET", key) // "w:n": the window index and the cost admitted in it
 	if err != nil {
-		t.Fatalf("HGET %s n: %v", key, err)
+		t.Fatalf("GET %s: %v", key, err)
 	}
 	if v == "" {
 		return 0
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		t.Fatalf("HGET %s n = %q", key, v)
+	_, count, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseInt(count, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("GET %s = %q, want w:n", key, v)
 	}
 	return n
 }

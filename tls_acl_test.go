@@ -24,7 +24,7 @@ import (
 var (
 	aclCommands       = []string{"+evalsha", "+eval", "+del", "+ping", "+cluster|slots"}
 	aclClusterCommand = []string{"+asking"}
-	aclScriptCommands = []string{"+time", "+hmget", "+hset", "+hdel", "+hgetall", "+pexpire", "+pttl",
+	aclScriptCommands = []string{"+time", "+get", "+mget", "+set", "+pexpire", "+pttl",
 		"+zadd", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore"}
 )
 
