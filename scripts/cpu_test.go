@@ -17,6 +17,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/runtime/luart"
+	"github.com/sluice-go/sluice/scripts"
 )
 
 var (
@@ -74,9 +76,9 @@ return {n, redis.call('PTTL', KEYS[1])}
 type cpuCase struct {
 	name string
 	src  string
-	// call returns the keys and ARGV of call n on identity id; now is ""
+	// call returns the keys and ARGV of call n on identity id; now is nil
 	// for the server's clock.
-	call func(id string, n int, now string) (keys, args []string)
+	call func(id string, n int, now *int64) (keys, args []string)
 	// admitted tells from a reply whether the call was admitted.
 	admitted func(reply []int64) bool
 	// windowed: the limit's windows are epoch-aligned, so a run on the
@@ -88,9 +90,9 @@ const cpuQuota = 5
 
 func cpuCases(t *testing.T, rev string) []cpuCase {
 	const (
-		hour = "3600000000"
-		day  = "86400000000"
-		q    = "5"
+		hour = int64(3_600_000_000)
+		day  = int64(86_400_000_000)
+		q    = int64(cpuQuota)
 	)
 	src := func(name string) string {
 		if rev == "" {
@@ -103,36 +105,39 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		return string(out)
 	}
 	first := func(r []int64) bool { return r[0] == 1 }
-	one := func(id string) []string { return []string{"sluice:{" + id + "}:state"} }
+	one := func(id string) string { return "sluice:{" + id + "}:state" }
 	two := func(id string) []string { return []string{"sluice:{" + id + "}:a", "sluice:{" + id + "}:b"} }
+	// The built-in scripts get their KEYS and ARGV from the generated
+	// wrappers, exactly as the Limiter sends them.
+	kv := func(c luart.Call) ([]string, []string) { return c.Keys, c.Args }
 	suffix := ""
 	if rev != "" {
 		suffix = " @" + rev
 	}
 	cs := []cpuCase{
-		{name: "fixed_window", windowed: true, call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{q, day, "1", now}
+		{name: "fixed_window", windowed: true, call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: one(id)}, scripts.FixedWindowArgs{Limit: q, Period: day, Cost: 1, Now: now}))
 		}},
-		{name: "sliding_window", windowed: true, call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{q, day, "1", now}
+		{name: "sliding_window", windowed: true, call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: one(id)}, scripts.SlidingWindowArgs{Limit: q, Period: day, Cost: 1, Now: now}))
 		}},
-		{name: "token_bucket", call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{"1", hour, q, "1", now}
+		{name: "token_bucket", call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: one(id)}, scripts.TokenBucketArgs{Limit: 1, Period: hour, Burst: q, Cost: 1, Now: now}))
 		}},
-		{name: "gcra", call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{"1", hour, q, "1", now}
+		{name: "gcra", call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.GCRA.Call(scripts.GCRAKeys{State: one(id)}, scripts.GCRAArgs{Limit: 1, Period: hour, Burst: q, Cost: 1, Now: now}))
 		}},
-		{name: "gcra_multi", call: func(id string, n int, now string) ([]string, []string) {
-			return two(id), []string{"1", now, "1", hour, q, "100", day, "100"}
+		{name: "gcra_multi", call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: two(id)}, scripts.GCRAMultiArgs{Cost: 1, Now: now, Limits: []int64{1, hour, q, 100, day, 100}}))
 		}},
-		{name: "sliding_window_multi", windowed: true, call: func(id string, n int, now string) ([]string, []string) {
-			return two(id), []string{"1", now, q, day, "100", day}
+		{name: "sliding_window_multi", windowed: true, call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: two(id)}, scripts.SlidingWindowMultiArgs{Cost: 1, Now: now, Limits: []int64{q, day, 100, day}}))
 		}},
-		{name: "sliding_log", call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{q, day, "1", now}
+		{name: "sliding_log", call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: one(id)}, scripts.SlidingLogArgs{Limit: q, Period: day, Cost: 1, Now: now}))
 		}},
-		{name: "concurrency_acquire", call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{q, hour, "h" + strconv.Itoa(n), now}
+		{name: "concurrency_acquire", call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: one(id)}, scripts.ConcurrencyAcquireArgs{Limit: q, Lease: hour, ID: "h" + strconv.Itoa(n), Now: now}))
 		}},
 	}
 	for i := range cs {
@@ -144,13 +149,13 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		return cs
 	}
 	return append(cs,
-		cpuCase{name: "bare GCRA (GET+SET)", src: bareGCRA, admitted: first, call: func(id string, n int, now string) ([]string, []string) {
-			return one(id), []string{"1", hour, q, "1", now}
+		cpuCase{name: "bare GCRA (GET+SET)", src: bareGCRA, admitted: first, call: func(id string, n int, now *int64) ([]string, []string) {
+			return []string{one(id)}, []string{"1", strconv.FormatInt(hour, 10), strconv.FormatInt(q, 10), "1", luart.FormatOptInt(now)}
 		}},
 		cpuCase{name: "ulule fixed window (INCRBY+PEXPIRE/PTTL)", src: incrWindow,
 			admitted: func(r []int64) bool { return r[0] <= cpuQuota },
-			call: func(id string, n int, now string) ([]string, []string) {
-				return one(id), []string{"1", "3600000"}
+			call: func(id string, n int, now *int64) ([]string, []string) {
+				return []string{one(id)}, []string{"1", "3600000"}
 			}},
 	)
 }
@@ -391,9 +396,10 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 				part := order[start:min(start+batch, len(order))]
 				cmds := make(rueidis.Commands, len(part))
 				for i, id := range part {
-					now := ""
+					var now *int64
 					if mode == "now" {
-						now = strconv.FormatInt(clock+int64(n), 10)
+						at := clock + int64(n)
+						now = &at
 					}
 					keys, args := cc.call(id, n, now)
 					n++
