@@ -145,7 +145,14 @@ func TestGrowth(t *testing.T) {
 		sizes, memN = []int{1, 100, 1_000}, 1_000
 	}
 	srv := server.Start(t)
-	e, err := newEnv(srv)
+	// The short runs in CI check correctness only: a timeout no loaded
+	// machine reaches keeps the failure policy out of them. The measured
+	// runs keep the Limiter's defaults.
+	var opts []sluice.Option
+	if !full {
+		opts = append(opts, sluice.WithTimeout(time.Minute))
+	}
+	e, err := newEnv(srv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +176,7 @@ func TestGrowth(t *testing.T) {
 		}
 		after := usedMemory(t, srv)
 		per := float64(after-before) / float64(n)
-		if per <= 0 {
+		if per <= 0 && full { // a thousand identities are within used_memory's noise
 			t.Errorf("%s: used_memory grew by %d bytes for %d identities", name, after-before, n)
 		}
 		usage := "–"
