@@ -169,11 +169,11 @@ func (f *vetFile) explore(ctx context.Context, sb *Sandbox, script string, chunk
 		if stopped || abandoned[in.profile] {
 			return
 		}
-		sb.Timeout = 5 * time.Second
+		sb.Timeout = vetLoopTimeout
 		if in.profile != 0 {
 			// Large values may make a loop long; only a typical run that
 			// never ends is a finding.
-			sb.Timeout = time.Second
+			sb.Timeout = vetLoopTimeout / 4
 		}
 		_ = sb.SetTime(ctx, StartTime.Add(at))
 		before := sb.expiries()

@@ -67,6 +67,12 @@ type CheckInfo struct {
 }
 
 // Checks lists every check of Vet with what it reports.
+// vetLoopTimeout is how long vet lets one sandbox run go before it calls
+// the script an endless loop: far above any real script's run, so a
+// loaded machine (a run of a few ms taking seconds) is not mistaken for
+// one.
+const vetLoopTimeout = 20 * time.Second
+
 func Checks() []CheckInfo {
 	return []CheckInfo{
 		{CheckSyntax, "the script does not parse, or its annotations are malformed"},
@@ -428,7 +434,7 @@ func (f *vetFile) runtime(steps *StepFile, chunk []ast.Stmt) {
 		return
 	}
 	defer sb.Close()
-	sb.Timeout = 5 * time.Second
+	sb.Timeout = vetLoopTimeout
 	ctx := context.Background()
 	script := string(f.src)
 	if steps == nil {
