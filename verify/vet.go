@@ -66,13 +66,13 @@ type CheckInfo struct {
 	Doc  string
 }
 
-// Checks lists every check of Vet with what it reports.
 // vetLoopTimeout is how long vet lets one sandbox run go before it calls
 // the script an endless loop: far above any real script's run, so a
 // loaded machine (a run of a few ms taking seconds) is not mistaken for
 // one.
 const vetLoopTimeout = 20 * time.Second
 
+// Checks lists every check of Vet with what it reports.
 func Checks() []CheckInfo {
 	return []CheckInfo{
 		{CheckSyntax, "the script does not parse, or its annotations are malformed"},
