@@ -236,8 +236,11 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	}
 	defer c.Close()
 	lim := Must(GCRA(10, time.Second, 10))
-	// The default timeout (100ms) is longer than the callers' deadlines below.
-	l, err := New(c, WithBreaker(1, time.Hour), WithLogger(nil))
+	// The Limiter's timeout is longer than the callers' deadlines below. It
+	// is long (a minute) because a node that leaves calls unanswered for a
+	// whole timeout opens its breaker whoever gave up on them: on a loaded
+	// host the default (100ms) can pass while these callers wait.
+	l, err := New(c, WithBreaker(1, time.Hour), WithTimeout(time.Minute), WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

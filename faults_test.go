@@ -343,7 +343,11 @@ func testPause(t *testing.T, mode string) {
 	if tl.errs.Load() != 0 {
 		t.Fatalf("%s: %d calls returned errors (first: %v); callers without a deadline must get a decision", mode, tl.errs.Load(), tl.err())
 	}
-	if max := time.Duration(tl.maxLatency.Load()); max > 3*time.Second {
+	// The timeout's upper bound is 1s; the bound here leaves room for a
+	// host so loaded (another suite's CPU hogs beside this one) that a
+	// goroutine waits seconds for a core, and still catches a call that
+	// hangs for the pause.
+	if max := time.Duration(tl.maxLatency.Load()); max > 15*time.Second {
 		t.Fatalf("%s: a call took %v; the timeout's upper bound is 1s", mode, max)
 	}
 	if charged < redisAdmits || charged-redisAdmits > timeouts {
@@ -396,7 +400,7 @@ func TestFaultKillRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		killedAt := time.Now()
-		openAfter, ok := waitFor(10*time.Second, func() bool { return breakerOf(l, "redis") == "open" })
+		openAfter, ok := waitFor(30*time.Second, func() bool { return breakerOf(l, "redis") == "open" })
 		if !ok {
 			t.Fatalf("cycle %d: breaker not open after the kill: %+v", cycle, l.Health())
 		}
@@ -407,7 +411,7 @@ func TestFaultKillRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		back := time.Now()
-		recovery, ok := waitFor(10*time.Second, func() bool { return tl.lastRedis.Load() > back.UnixNano() })
+		recovery, ok := waitFor(30*time.Second, func() bool { return tl.lastRedis.Load() > back.UnixNano() })
 		if !ok {
 			t.Fatalf("cycle %d: no decision from Redis within %v of its return: %+v; %v", cycle, recovery, l.Health(), tl)
 		}

@@ -384,12 +384,13 @@ func (s *Server) SetAuth(user, password string) {
 // nested ones flattened, one per line; errors become Go errors).
 // It is meant for setup and inspection in tests, not for load.
 func (s *Server) Command(args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", s.Addr, 2*time.Second)
+	conn, err := net.DialTimeout("tcp", s.Addr, 10*time.Second) // generous: a loaded host
+
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReader(conn)
 	s.mu.Lock()
 	auth := s.auth
