@@ -171,16 +171,6 @@ type cpuStat struct {
 
 func (s cpuStat) perCall() float64 { return float64(s.usec) / float64(max(s.calls, 1)) }
 
-// cpuPerCall is the main thread's on-CPU time per EVALSHA in µs: all its
-// work (reading, parsing, replying), but never time it waited for a CPU,
-// which usec_per_call counts when the machine is busy.
-func (s cpuStat) cpuPerCall() float64 {
-	if s.cpuNS < 0 {
-		return -1
-	}
-	return float64(s.cpuNS) / 1000 / float64(max(s.calls, 1))
-}
-
 // onCPU reads the on-CPU time in ns of the thread pid from
 // /proc/PID/schedstat, or -1 where there is none.
 func onCPU(pid string) int64 {
