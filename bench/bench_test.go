@@ -56,6 +56,10 @@ type env struct {
 	sluice   *sluice.Limiter // defaults
 	sluiceD  *sluice.Limiter // defaults, on rueidisD
 	sluiceNC *sluice.Limiter // WithDenialCache(0)
+	// variants are Limiters with defaults on clients with other rueidis
+	// options, by name: the measurements behind the recommended client.
+	variants map[string]*sluice.Limiter
+	extra    []rueidis.Client
 	rate     *redisrate.Limiter
 	ulStore  ulule.Store
 	thStore  *throttledredis.GoRedisStore
@@ -129,6 +133,18 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 	if e.sluiceNC, err = sluice.New(e.rueidis, sluice.WithDenialCache(0)); err != nil {
 		return nil, err
 	}
+	e.variants = map[string]*sluice.Limiter{}
+	for name, o := range clientVariants {
+		o.InitAddress = []string{srv.Addr}
+		c, err := rueidis.NewClient(o)
+		if err != nil {
+			return nil, err
+		}
+		e.extra = append(e.extra, c)
+		if e.variants[name], err = sluice.New(c, opts...); err != nil {
+			return nil, err
+		}
+	}
 	e.goredis = goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	e.rate = redisrate.NewLimiter(e.goredis)
 	if e.ulStore, err = ulredis.NewStoreWithOptions(e.goredis, ulule.StoreOptions{Prefix: "ulule", MaxRetry: ulule.DefaultMaxRetry}); err != nil {
@@ -143,8 +159,18 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 func (e *env) close() {
 	e.rueidis.Close()
 	e.rueidisD.Close()
+	for _, c := range e.extra {
+		c.Close()
+	}
 	_ = e.goredis.Close()
 	e.srv.Stop()
+}
+
+// clientVariants are the rueidis options the report compares for sluice.
+var clientVariants = map[string]rueidis.ClientOption{
+	"conn1":           {DisableCache: true, PipelineMultiplex: -1},
+	"conn1_flush20us": {DisableCache: true, PipelineMultiplex: -1, MaxFlushDelay: 20 * time.Microsecond},
+	"conn4":           {DisableCache: true, PipelineMultiplex: 2},
 }
 
 // sluiceOne decides one limit with a sluice Limiter. A degraded decision

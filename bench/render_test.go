@@ -244,6 +244,8 @@ func (r *report) markdown() string {
 		r.row(&b, c, rs)
 	}
 	b.WriteString("\nRatio here is sluice (defaults, same G; the ceiling rows: G=128) divided by the row: above 1 sluice decides more per second.\n")
+	b.WriteString("\n#### rueidis options for sluice (defaults otherwise; ratio: row ÷ sluice on the plain client at the same G)\n\n")
+	r.table(&b, "options", same("sluice"))
 	b.WriteString("\n#### Every algorithm (same workload; ratio: row ÷ sluice GCRA at the same G)\n\n")
 	r.table(&b, "algorithms", same("sluice"))
 	b.WriteString("\n#### 16 limits per request (ratio: row ÷ sixteen sequential sluice Allows at the same G)\n\n")

@@ -3,8 +3,11 @@ package bench_test
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +27,7 @@ var (
 	sampleFlag = flag.Duration("sample", time.Second, "TestReport: measured time of one cell in one round")
 	warmFlag   = flag.Duration("warm", 250*time.Millisecond, "TestReport: unmeasured warm-up before each cell")
 	docsFlag   = flag.String("docs", "../docs", "where -report and -growth write benchmarks.md and img/")
+	onlyFlag   = flag.String("only", "", "TestReport: measure only the cells whose group/name/goroutines match this regexp, print their table and write no docs")
 )
 
 // goroutines are the caller counts every throughput cell runs at.
@@ -97,6 +101,9 @@ func plan(e *env, bare decide) []cell {
 	add("throughput", "throttled", throttledGCRA(e.thStore, "work", workThrottled), goroutines, workIDs, false)
 	add("throughput", "ulule", ululeFixed(e.ulStore, "work", workUlule), goroutines, workIDs, false)
 	add("throughput", "bare_script", bare, goroutines, workIDs, false)
+	for _, name := range slices.Sorted(maps.Keys(e.variants)) {
+		add("options", "sluice_"+name, sluiceOne(e.variants[name], workGCRA), goroutines, workIDs, false)
+	}
 	cells = append(cells,
 		cell{group: "throughput", name: "ceiling_P16", g: 50 * 16, pipe: 16},
 		cell{group: "throughput", name: "ceiling_P64", g: 50 * 64, pipe: 64})
@@ -205,6 +212,16 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(e, bareScript(e.rueidis))
+	if *onlyFlag != "" {
+		re, err := regexp.Compile(*onlyFlag)
+		if err != nil {
+			t.Fatalf("-only: %v", err)
+		}
+		cells = slices.DeleteFunc(cells, func(c cell) bool { return !re.MatchString(c.id()) })
+		if len(cells) == 0 {
+			t.Fatalf("-only %q matches no cell", *onlyFlag)
+		}
+	}
 	if !full {
 		for i := range cells {
 			cells[i].g = min(cells[i].g, 16) // a short correctness pass
@@ -221,6 +238,10 @@ func TestReport(t *testing.T) {
 	svg := rep.throughputSVG()
 	checkSVG(t, svg)
 	if !full {
+		return
+	}
+	if *onlyFlag != "" {
+		fmt.Println(md)
 		return
 	}
 	http := httpReport(t, e)
