@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,5 +42,43 @@ func BenchmarkAllow(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAllowAllocations pins what one Allow that Redis decides allocates:
+// at most 6 with the defaults and at most 2 more with metrics on.
+func TestAllowAllocations(t *testing.T) {
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lim := Must(GCRA(1_000_000_000, time.Second, 1_000_000_000))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		max  float64
+	}{
+		{"defaults", nil, 6},
+		{"metrics", []Option{WithMeterProvider(noop.NewMeterProvider())}, 8},
+	} {
+		l, err := New(c, append(tc.opts, WithTimeout(time.Minute))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failed error
+		got := testing.AllocsPerRun(200, func() {
+			if r, err := l.Allow(ctx, "alloc-user", lim); (err != nil || !r.Allowed) && failed == nil {
+				failed = fmt.Errorf("%+v %v", r, err)
+			}
+		})
+		if failed != nil {
+			t.Fatalf("%s: %v", tc.name, failed)
+		}
+		if got > tc.max {
+			t.Errorf("%s: Allow allocates %.1f times, want at most %.0f", tc.name, got, tc.max)
+		}
 	}
 }

@@ -244,3 +244,37 @@ func ExampleWithFailurePolicy() {
 	// fail-open: true true
 	// local fallback, 1 of 4 replicas: 2 of 5 allowed
 }
+
+// ClientOption gives the recommended rueidis options; set what the
+// deployment needs on top (here ForceSingleClient, which miniredis needs;
+// TLS, credentials or Sentinel in production).
+func ExampleClientOption() {
+	m, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	opt := sluice.ClientOption(m.Addr())
+	opt.ForceSingleClient = true
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	limiter, err := sluice.New(client, sluice.WithTimeout(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	perUser := sluice.Must(sluice.GCRA(2, time.Minute, 2))
+	for range 3 {
+		res, err := limiter.Allow(context.Background(), "user-1", perUser)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Allowed, opt.MaxFlushDelay)
+	}
+	// Output:
+	// true 20µs
+	// true 20µs
+	// false 20µs
+}

@@ -143,7 +143,6 @@ func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost i
 		}
 	}
 	req := request{kind: callRate, lim: lim, key: k, cost: cost, peek: peek}
-	req.call, req.decode = rateCall(k, lim, cost, l.nowArg(), peek)
 	res, err := l.run(ctx, &req)
 	if err == nil && cost == 1 && !res.Allowed {
 		l.denials.put(k, res, sent, l.now())
@@ -184,7 +183,6 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 		keys[i] = l.Key(identity, lim)
 	}
 	req := request{kind: callRate, lim: limits[0], key: keys[0], multi: limits, keys: keys, cost: cost}
-	req.call, req.decode = multiCall(keys, limits, cost, l.nowArg())
 	return l.run(ctx, &req)
 }
 

@@ -29,10 +29,12 @@ type node struct {
 	waitingSince atomic.Int64 // UnixNano since which calls have waited on the node with no reply; 0: none waiting
 }
 
-// replied records an answer from the node to a call that took d.
-func (n *node) replied(d time.Duration) {
-	n.lastReply.Store(time.Now().UnixNano())
-	n.waitingSince.Store(0)
+// replied records an answer from the node, at now, to a call that took d.
+func (n *node) replied(now time.Time, d time.Duration) {
+	n.lastReply.Store(now.UnixNano())
+	if n.waitingSince.Load() != 0 {
+		n.waitingSince.Store(0)
+	}
 	n.latency.observe(d)
 }
 
@@ -53,9 +55,9 @@ func (n *node) finished() {
 // without the node answering any of them: whoever gave up on those calls
 // (their callers, or a deadline rueidis took from another call), the node
 // is not answering.
-func (n *node) silentFor(d time.Duration) bool {
+func (n *node) silentFor(now time.Time, d time.Duration) bool {
 	ws := n.waitingSince.Load()
-	return ws != 0 && time.Since(time.Unix(0, ws)) >= d
+	return ws != 0 && now.Sub(time.Unix(0, ws)) >= d
 }
 
 // answeredSince reports whether the node answered any call after t: a call

@@ -16,7 +16,10 @@ import (
 
 // request is one call through the decision pipeline.
 type request struct {
-	kind   callKind
+	kind callKind
+	// call and decode are the script call and its decoder; a rate
+	// request leaves them unset and call builds them once the breaker
+	// lets the request through (buildRate).
 	call   luart.Call
 	decode func(rueidis.RedisResult) (decision, error)
 	// lim and key are the limit decided and its key; for AllowAll, multi
@@ -30,8 +33,19 @@ type request struct {
 	peek  bool
 	lease *Lease // acquire
 	cause error  // why Redis could not decide (set before the failure policy runs)
-	// node is where the call went (set by call).
-	node *node
+	// node is where the call went and start when it began (set by call).
+	node  *node
+	start time.Time
+}
+
+// buildRate sets the script call and decoder of a rate request: Allow,
+// AllowN and Peek (one limit) or AllowAll (multi).
+func (r *request) buildRate(now *int64) {
+	if r.multi != nil {
+		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now)
+		return
+	}
+	r.call, r.decode = rateCall(r.key, r.lim, r.cost, now, r.peek)
 }
 
 // callKind says what a request is, and so how the pipeline treats it.
@@ -61,7 +75,6 @@ const (
 // run is the one decision pipeline every entry point uses: breaker →
 // timeout → call → classify the error → failure policy → metrics.
 func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
-	start := time.Now()
 	d, err := l.call(ctx, req)
 	var res Result
 	switch classify(ctx, err) {
@@ -87,7 +100,7 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 		res = l.degrade(req)
 	}
 	if req.kind != callRelease {
-		l.metrics.decision(ctx, res, start)
+		l.metrics.decision(ctx, res, req.start)
 	}
 	return res, nil
 }
@@ -98,6 +111,8 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 	n := l.router.nodeFor(req.key)
 	req.node = n
+	start := time.Now()
+	req.start = start
 	probe := false
 	if !req.bypass() {
 		var ok bool
@@ -105,7 +120,9 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 			return decision{}, ErrBreakerOpen
 		}
 	}
-	start := time.Now()
+	if req.decode == nil {
+		req.buildRate(l.nowArg())
+	}
 	t := l.timeoutFor(n, probe)
 	cctx, own := ctx, false
 	if t > 0 {
@@ -123,16 +140,17 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 	}
 	n.sending(start)
 	d, err := req.decode(luart.Do(cctx, l.metrics.scriptsVia(l.client), req.call))
+	end := time.Now()
 	// The node counts as silent when calls have waited on it for a whole
 	// timeout without any reply (the upper bound when there is none).
-	silent := err != nil && n.silentFor(cmp.Or(t, l.cfg.timeoutMax))
+	silent := err != nil && n.silentFor(end, cmp.Or(t, l.cfg.timeoutMax))
 	n.finished()
 	if err != nil && ctx.Err() == nil && isTimeout(err) {
-		if dl, ok := cctx.Deadline(); ok && !time.Now().Before(dl) && !own {
+		if dl, ok := cctx.Deadline(); ok && !end.Before(dl) && !own {
 			// The socket deadline rueidis set was the caller's: its
 			// deadline passed, even if ctx.Err() is not set yet.
 			err = errCallerDeadline{err}
-		} else if !ok || time.Now().Before(dl) {
+		} else if !ok || end.Before(dl) {
 			// Neither deadline has passed: rueidis failed this call with
 			// a deadline it took from another one (a connection attempt
 			// made on behalf of several calls). It says nothing about the
@@ -142,7 +160,7 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
 	}
 	switch classify(ctx, err) {
 	case outcomeOK, outcomeRejected:
-		n.replied(time.Since(start))
+		n.replied(end, end.Sub(start))
 		if !req.bypass() {
 			n.breaker.done(true)
 		}

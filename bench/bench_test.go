@@ -51,10 +51,10 @@ type scenario struct {
 type env struct {
 	srv      *server.Server
 	rueidis  rueidis.Client // DisableCache, default flush
-	rueidisD rueidis.Client // DisableCache, MaxFlushDelay 20µs
+	rueidisD rueidis.Client // sluice.ClientOption: DisableCache, MaxFlushDelay 20µs
 	goredis  *goredis.Client
 	sluice   *sluice.Limiter // defaults
-	sluiceD  *sluice.Limiter // defaults, on rueidisD
+	sluiceD  *sluice.Limiter // defaults, on rueidisD (the recommended client)
 	sluiceNC *sluice.Limiter // WithDenialCache(0)
 	// variants are Limiters with defaults on clients with other rueidis
 	// options, by name: the measurements behind the recommended client.
@@ -121,7 +121,7 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 	if e.rueidis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true}); err != nil {
 		return nil, err
 	}
-	if e.rueidisD, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: 20 * time.Microsecond}); err != nil {
+	if e.rueidisD, err = rueidis.NewClient(sluice.ClientOption(srv.Addr)); err != nil {
 		return nil, err
 	}
 	if e.sluice, err = sluice.New(e.rueidis, opts...); err != nil {
@@ -166,11 +166,15 @@ func (e *env) close() {
 	e.srv.Stop()
 }
 
-// clientVariants are the rueidis options the report compares for sluice.
+// clientVariants are other rueidis options the report compares for
+// sluice, each beside the plain client (DisableCache only) and
+// sluice.ClientOption: the measurements behind the recommended options.
 var clientVariants = map[string]rueidis.ClientOption{
-	"conn1":           {DisableCache: true, PipelineMultiplex: -1},
-	"conn1_flush20us": {DisableCache: true, PipelineMultiplex: -1, MaxFlushDelay: 20 * time.Microsecond},
-	"conn4":           {DisableCache: true, PipelineMultiplex: 2},
+	"flush10us": {DisableCache: true, MaxFlushDelay: 10 * time.Microsecond},
+	"flush50us": {DisableCache: true, MaxFlushDelay: 50 * time.Microsecond},
+	"conn1":     {DisableCache: true, PipelineMultiplex: -1},
+	"conn4":     {DisableCache: true, PipelineMultiplex: 2},
+	"always":    {DisableCache: true, AlwaysPipelining: true},
 }
 
 // sluiceOne decides one limit with a sluice Limiter. A degraded decision
@@ -313,12 +317,12 @@ func gcraScenarios(e *env) []scenario {
 	return []scenario{
 		{"admit", []contender{
 			{"sluice", sluiceOne(e.sluice, gcraAdmit)},
-			{"sluice_flush20us", sluiceOne(e.sluiceD, gcraAdmit)},
+			{"sluice_recommended", sluiceOne(e.sluiceD, gcraAdmit)},
 			{"redis_rate", redisRate(e.rate, "gcra-admit", rateAdmit)},
 		}},
 		{"deny", []contender{
 			{"sluice", sluiceOne(e.sluice, gcraDeny)},
-			{"sluice_flush20us", sluiceOne(e.sluiceD, gcraDeny)},
+			{"sluice_recommended", sluiceOne(e.sluiceD, gcraDeny)},
 			{"redis_rate", redisRate(e.rate, "gcra-deny", rateDeny)},
 			{"throttled", throttledGCRA(e.thStore, "gcra-deny", throttledDeny)},
 		}},
@@ -330,12 +334,12 @@ func fixedScenarios(e *env) []scenario {
 	return []scenario{
 		{"admit", []contender{
 			{"sluice", sluiceOne(e.sluice, fixedAdmit)},
-			{"sluice_flush20us", sluiceOne(e.sluiceD, fixedAdmit)},
+			{"sluice_recommended", sluiceOne(e.sluiceD, fixedAdmit)},
 			{"ulule", ululeFixed(e.ulStore, "fixed-admit", ululeAdmit)},
 		}},
 		{"deny", []contender{
 			{"sluice", sluiceOne(e.sluice, fixedDeny)},
-			{"sluice_flush20us", sluiceOne(e.sluiceD, fixedDeny)},
+			{"sluice_recommended", sluiceOne(e.sluiceD, fixedDeny)},
 			{"ulule", ululeFixed(e.ulStore, "fixed-deny", ululeDeny)},
 		}},
 	}
@@ -347,12 +351,12 @@ func multiScenarios(e *env) []scenario {
 	return []scenario{
 		{"admit", []contender{
 			{"sluice", sluiceAll(e.sluice, multiAdmit...)},
-			{"sluice_flush20us", sluiceAll(e.sluiceD, multiAdmit...)},
+			{"sluice_recommended", sluiceAll(e.sluiceD, multiAdmit...)},
 			{"redis_rate", redisRate(e.rate, "multi-admit", multiRateAdmit...)},
 		}},
 		{"deny", []contender{
 			{"sluice", sluiceAll(e.sluice, multiDeny...)},
-			{"sluice_flush20us", sluiceAll(e.sluiceD, multiDeny...)},
+			{"sluice_recommended", sluiceAll(e.sluiceD, multiDeny...)},
 			{"redis_rate", redisRate(e.rate, "multi-deny", multiRateDeny...)},
 		}},
 	}
@@ -433,7 +437,7 @@ func run(b *testing.B, scenarios func(*env) []scenario) {
 					}{{"many", ids}, {"hot", hot}} {
 						b.Run(keys.name, func(b *testing.B) {
 							for _, c := range s.contenders {
-								if mode == "serial" && c.name == "sluice_flush20us" {
+								if mode == "serial" && c.name == "sluice_recommended" {
 									continue // a flush delay only adds latency to lone calls
 								}
 								b.Run(c.name, func(b *testing.B) {

@@ -96,13 +96,13 @@ func plan(e *env, bare decide) []cell {
 		}
 	}
 	add("throughput", "sluice", sluiceOne(e.sluice, workGCRA), goroutines, workIDs, false)
-	add("throughput", "sluice_flush20us", sluiceOne(e.sluiceD, workGCRA), goroutines, workIDs, false)
+	add("throughput", "sluice_recommended", sluiceOne(e.sluiceD, workGCRA), goroutines, workIDs, false)
 	add("throughput", "redis_rate", redisRate(e.rate, "work", workRateLimit), goroutines, workIDs, false)
 	add("throughput", "throttled", throttledGCRA(e.thStore, "work", workThrottled), goroutines, workIDs, false)
 	add("throughput", "ulule", ululeFixed(e.ulStore, "work", workUlule), goroutines, workIDs, false)
 	add("throughput", "bare_script", bare, goroutines, workIDs, false)
 	for _, name := range slices.Sorted(maps.Keys(e.variants)) {
-		add("options", "sluice_"+name, sluiceOne(e.variants[name], workGCRA), goroutines, workIDs, false)
+		add("options", "sluice_"+name, sluiceOne(e.variants[name], workGCRA), []int{1, 128, 512}, workIDs, false)
 	}
 	cells = append(cells,
 		cell{group: "throughput", name: "ceiling_P16", g: 50 * 16, pipe: 16},
