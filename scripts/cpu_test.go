@@ -84,7 +84,23 @@ type cpuCase struct {
 	// windowed: the limit's windows are epoch-aligned, so a run on the
 	// server's clock that crosses a window boundary may admit more.
 	windowed bool
+	// part: not a limiter but a part of what one costs (the reply alone,
+	// TIME, ...), whose admissions are not counted.
+	part bool
 }
+
+// The parts of a decision, each measured as a script of its own: what the
+// call and a four-number reply cost with nothing else, then with TIME,
+// then with a GET and a SET ... PX of a formatted value.
+const (
+	partReply  = `return {1, 0, 0, 0}`
+	partTime   = `local t = redis.call('TIME') return {1, 0, 0, 0}`
+	partGetSet = `local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], string.format('%d:%d', t[1], t[2]), 'PX', string.format('%d', 3600000))
+return {1, 0, 0, 0}`
+	partReply1 = `return 1`
+)
 
 const cpuQuota = 5
 
@@ -152,12 +168,21 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		cpuCase{name: "bare GCRA (GET+SET)", src: bareGCRA, admitted: first, call: func(id string, n int, now *int64) ([]string, []string) {
 			return []string{one(id)}, []string{"1", strconv.FormatInt(hour, 10), strconv.FormatInt(q, 10), "1", luart.FormatOptInt(now)}
 		}},
+		cpuCase{name: "part: EVALSHA replying 1", src: partReply1, part: true, call: partCall},
+		cpuCase{name: "part: EVALSHA replying 4 numbers", src: partReply, part: true, call: partCall},
+		cpuCase{name: "part: + TIME", src: partTime, part: true, call: partCall},
+		cpuCase{name: "part: + GET, SET ... PX", src: partGetSet, part: true, call: partCall},
 		cpuCase{name: "ulule fixed window (INCRBY+PEXPIRE/PTTL)", src: incrWindow,
 			admitted: func(r []int64) bool { return r[0] <= cpuQuota },
 			call: func(id string, n int, now *int64) ([]string, []string) {
 				return []string{one(id)}, []string{"1", "3600000"}
 			}},
 	)
+}
+
+// partCall is the one key of a part, and no ARGV.
+func partCall(id string, n int, now *int64) ([]string, []string) {
+	return []string{"sluice:{" + id + "}:state"}, nil
 }
 
 // cpuStat is what INFO commandstats says about one phase of a run, with
@@ -396,6 +421,12 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 					cmds[i] = c.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 				}
 				for i, r := range c.DoMulti(ctx, cmds...) {
+					if cc.part {
+						if err := r.Error(); err != nil {
+							t.Fatalf("%s (%s): %s: %v", cc.name, mode, part[i], err)
+						}
+						continue
+					}
 					reply, err := r.AsIntSlice()
 					if err != nil {
 						t.Fatalf("%s (%s): %s: %v", cc.name, mode, part[i], err)
@@ -420,6 +451,9 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 	}
 	crossed := cc.windowed && mode == "TIME" && day() != day0
 	for _, id := range ids {
+		if cc.part {
+			break
+		}
 		if got := counts[id]; got != cpuQuota && !(crossed && got > cpuQuota) {
 			t.Fatalf("%s (%s): %s admitted %d times in %d calls, want %d", cc.name, mode, id, got, passes, cpuQuota)
 		}
