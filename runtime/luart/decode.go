@@ -3,6 +3,7 @@ package luart
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 )
@@ -181,7 +182,37 @@ func describe(m *rueidis.RedisMessage) string {
 // and an unset optional argument as the empty string (tonumber("") is nil).
 
 // FormatInt formats an int argument.
-func FormatInt(v int64) string { return strconv.FormatInt(v, 10) }
+//
+// The same values come back call after call (a limit's rate, period and
+// burst), so FormatInt keeps the decimal form of recent ones in a small
+// cache shared by all goroutines and formats each only once: building a
+// call does not allocate for them. Values below 100 never allocate
+// anyway; values from 2^50 up (clock readings in µs) change on every call
+// and are formatted each time.
+func FormatInt(v int64) string {
+	if v < 100 || v >= 1<<50 {
+		return strconv.FormatInt(v, 10)
+	}
+	slot := &intStrings[(uint64(v)*0x9E3779B97F4A7C15)>>(64-intStringBits)]
+	if e := slot.Load(); e != nil && e.v == v {
+		return e.s
+	}
+	e := &intString{v: v, s: strconv.FormatInt(v, 10)}
+	slot.Store(e)
+	return e.s
+}
+
+// intString is one cached decimal form: s is v in base 10.
+type intString struct {
+	v int64
+	s string
+}
+
+// intStrings is FormatInt's cache: direct-mapped, one value per slot, the
+// latest formatted value wins its slot.
+const intStringBits = 10
+
+var intStrings [1 << intStringBits]atomic.Pointer[intString]
 
 // FormatFloat formats a float argument.
 func FormatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -476,4 +478,43 @@ func servedBy(t *testing.T, node *redisserver.Server, key string) bool {
 		t.Fatalf("GET %s on %s: %v", key, node.Addr, err)
 	}
 	return true
+}
+
+// FormatInt gives strconv's decimal form for every value, from the cache
+// or not, also while goroutines fill colliding slots, and allocates
+// nothing for a value it has formatted before.
+func TestFormatIntCache(t *testing.T) {
+	vals := []int64{math.MinInt64, -1, 0, 7, 99, 100, 101, 1000, 1_000_000, 3_600_000_000, 1<<50 - 1, 1 << 50, 1_764_590_000_123_456, math.MaxInt64}
+	for i := range int64(5000) {
+		vals = append(vals, 100+i*7919)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				for i := range vals {
+					v := vals[(i+g*997)%len(vals)]
+					if got, want := luart.FormatInt(v), strconv.FormatInt(v, 10); got != want {
+						select {
+						case errs <- fmt.Sprintf("FormatInt(%d) = %q, want %q", v, got, want):
+						default:
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	luart.FormatInt(3_600_000_000)
+	if n := testing.AllocsPerRun(100, func() { luart.FormatInt(3_600_000_000) }); n != 0 {
+		t.Errorf("FormatInt of a cached value allocates %.1f times, want 0", n)
+	}
 }
