@@ -20,9 +20,12 @@ import (
 //     quarter and Redis' by about a tenth in the side-by-side benchmark
 //     (docs/benchmarks.md); a caller alone is never delayed.
 //
-// PipelineMultiplex and the buffer sizes keep rueidis' defaults: one,
-// four and 64 KiB-buffered connections measured no better
-// (docs/benchmarks.md, "rueidis options").
+// PipelineMultiplex, AlwaysPipelining and DisableAutoPipelining keep
+// rueidis' defaults, which measured best or equal (docs/benchmarks.md,
+// "rueidis options"). DisableAutoPipelining speeds up a caller alone but
+// stops pipelining under concurrency, and its pooled connections are
+// replaced after a timeout with a handshake that waits for a stalled
+// Redis, past the caller's deadline.
 func ClientOption(addrs ...string) rueidis.ClientOption {
 	return rueidis.ClientOption{
 		InitAddress:   addrs,

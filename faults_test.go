@@ -583,8 +583,12 @@ func firstSlot(t *testing.T, node *redisserver.Server) int {
 // waits on the socket until Redis answers or the Limiter's timeout passes.
 func TestFaultCallerDeadlines(t *testing.T) {
 	for _, pipelining := range []bool{false, true} {
-		t.Run(fmt.Sprintf("AlwaysPipelining=%v", pipelining), func(t *testing.T) { testCallerDeadlines(t, pipelining) })
+		t.Run(fmt.Sprintf("AlwaysPipelining=%v", pipelining), func(t *testing.T) {
+			testCallerDeadlines(t, rueidis.ClientOption{DisableCache: true, AlwaysPipelining: pipelining})
+		})
 	}
+	// The recommended client (MaxFlushDelay).
+	t.Run("ClientOption", func(t *testing.T) { testCallerDeadlines(t, ClientOption()) })
 }
 
 // callerLoad is a load of calls with deadlines (even workers) or
@@ -647,9 +651,11 @@ func (cl *callerLoad) start(l *Limiter, lim Limit) (stop func()) {
 	})
 }
 
-func testCallerDeadlines(t *testing.T, pipelining bool) {
+func testCallerDeadlines(t *testing.T, opt rueidis.ClientOption) {
 	s := redisserver.Start(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true, AlwaysPipelining: pipelining})
+	opt.InitAddress = []string{s.Addr}
+	pipelining := opt.AlwaysPipelining
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,8 +702,8 @@ func testCallerDeadlines(t *testing.T, pipelining bool) {
 	}
 	waitFor(10*time.Second, func() bool { return short.decided.Load() > 100 })
 	stop()
-	t.Logf("AlwaysPipelining=%v, Redis paused 300ms (timeout %v), %d goroutines with deadlines and cancellations of 1–50ms: %v; breaker %s",
-		pipelining, timeout, loadWorkers, &short, breakerOf(l, "redis"))
+	t.Logf("%s: Redis paused 300ms (timeout %v), %d goroutines with deadlines and cancellations of 1–50ms: %v; breaker %s",
+		t.Name(), timeout, loadWorkers, &short, breakerOf(l, "redis"))
 	check("pause shorter than the timeout", &short)
 	if short.deadlines.Load() == 0 || short.cancels.Load() == 0 {
 		t.Fatalf("%v: no call ended by its caller", &short)
@@ -723,8 +729,8 @@ func testCallerDeadlines(t *testing.T, pipelining bool) {
 	}
 	closeAfter, closed := waitFor(10*time.Second, func() bool { return l.Health().Err() == nil })
 	stop()
-	t.Logf("AlwaysPipelining=%v, Redis paused %v: %v; breaker open %v after the pause began, closed %v after Redis woke",
-		pipelining, 3*timeout, &long, openAfter.Round(time.Millisecond), closeAfter.Round(time.Millisecond))
+	t.Logf("%s: Redis paused %v: %v; breaker open %v after the pause began, closed %v after Redis woke",
+		t.Name(), 3*timeout, &long, openAfter.Round(time.Millisecond), closeAfter.Round(time.Millisecond))
 	if !opened || !closed {
 		t.Fatalf("breaker opened: %v, closed again: %v", opened, closed)
 	}

@@ -175,6 +175,7 @@ var clientVariants = map[string]rueidis.ClientOption{
 	"conn1":     {DisableCache: true, PipelineMultiplex: -1},
 	"conn4":     {DisableCache: true, PipelineMultiplex: 2},
 	"always":    {DisableCache: true, AlwaysPipelining: true},
+	"pool":      {DisableCache: true, DisableAutoPipelining: true},
 }
 
 // sluiceOne decides one limit with a sluice Limiter. A degraded decision
