@@ -100,6 +100,11 @@ local v = redis.call('GET', KEYS[1])
 redis.call('SET', KEYS[1], string.format('%d:%d', t[1], t[2]), 'PX', string.format('%d', 3600000))
 return {1, 0, 0, 0}`
 	partReply1 = `return 1`
+	// What AllowAll of 16 limits must do at least: sixteen SETs with a TTL.
+	partSet16 = `for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], '1764590000123456:57', 'PX', '1000')
+end
+return {1, 0, 0, 0}`
 )
 
 const cpuQuota = 5
@@ -172,6 +177,22 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		cpuCase{name: "part: EVALSHA replying 4 numbers", src: partReply, part: true, call: partCall},
 		cpuCase{name: "part: + TIME", src: partTime, part: true, call: partCall},
 		cpuCase{name: "part: + GET, SET ... PX", src: partGetSet, part: true, call: partCall},
+		cpuCase{name: "part: 16 × SET ... PX (16 keys)", src: partSet16, part: true, call: func(id string, n int, now *int64) ([]string, []string) {
+			keys := make([]string, 16)
+			for i := range keys {
+				keys[i] = "sluice:{" + id + "}:" + strconv.Itoa(i)
+			}
+			return keys, nil
+		}},
+		cpuCase{name: "gcra_multi, 16 limits", call: func(id string, n int, now *int64) ([]string, []string) {
+			keys := make([]string, 16)
+			lims := make([]int64, 0, 48)
+			for i := range keys {
+				keys[i] = "sluice:{" + id + "}:" + strconv.Itoa(i)
+				lims = append(lims, 1, hour, q+int64(i))
+			}
+			return kv(scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: 1, Now: now, Limits: lims}))
+		}, src: source(t, "gcra_multi"), admitted: first},
 		cpuCase{name: "ulule fixed window (INCRBY+PEXPIRE/PTTL)", src: incrWindow,
 			admitted: func(r []int64) bool { return r[0] <= cpuQuota },
 			call: func(id string, n int, now *int64) ([]string, []string) {
