@@ -31,6 +31,9 @@ type Decision struct {
 
 	leases []lease
 	err    error
+	// inline backs Outcomes for the common case of few policies, so a
+	// decision is one allocation.
+	inline [2]Outcome
 }
 
 // Outcome is one policy's part of a Decision.
@@ -73,13 +76,15 @@ type lease struct {
 }
 
 // applicable lists the policies for r in order: common, route, tier.
-func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
-	sets := [][]*policy{m.base}
+func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
+	sets := [3][]*policy{m.base}
 	if route != "" && len(m.routes) > 0 {
-		if ps, ok := m.routes[r.Method+" "+route]; ok {
-			sets = append(sets, ps)
+		var buf [128]byte
+		mr := append(append(append(buf[:0], r.Method...), ' '), route...)
+		if ps, ok := m.routes[string(mr)]; ok { // no copy: the conversion is only the map index
+			sets[1] = ps
 		} else if ps, ok := m.routes[route]; ok {
-			sets = append(sets, ps)
+			sets[1] = ps
 		}
 	}
 	if m.tier != nil && len(m.tiers) > 0 {
@@ -87,7 +92,7 @@ func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 		if !ok {
 			ps = m.tiers[m.deftier]
 		}
-		sets = append(sets, ps)
+		sets[2] = ps
 	}
 	return sets
 }
@@ -105,8 +110,10 @@ func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 // policies are acquired last, only for requests the rate policies admitted.
 func (m *Middleware) decide(r *http.Request, route string) *Decision {
 	d := &Decision{Route: route, Status: http.StatusOK}
+	d.Outcomes = d.inline[:0]
 	ctx := r.Context()
-	var rate, conc []int
+	var rateBuf, concBuf [8]int
+	rate, conc := rateBuf[:0], concBuf[:0]
 	for _, set := range m.applicable(r, route) {
 		for _, p := range set {
 			k, ok := p.Key(r)
@@ -140,7 +147,11 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 		o.Result, o.Denied, o.asked = res, !res.Allowed, true
 		return true
 	}
-	charged := make([]bool, len(d.Outcomes))
+	var chargedBuf [16]bool
+	charged := chargedBuf[:]
+	if len(d.Outcomes) > len(chargedBuf) {
+		charged = make([]bool, len(d.Outcomes))
+	}
 	if len(rate) > 1 {
 		for _, i := range rate {
 			o := &d.Outcomes[i]

@@ -103,7 +103,7 @@ type Middleware struct {
 	shadow  bool
 	headers HeaderMode
 	secret  []byte
-	degHdr  string
+	degHdr  string // canonical
 	deny    func(http.ResponseWriter, *http.Request, *Decision)
 	log     *slog.Logger
 	clock   func() time.Time
@@ -132,7 +132,7 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{
 		lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, exempt: cfg.Exempt,
 		shadow: cfg.Shadow, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
-		degHdr: cfg.DegradedHeader, deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
+		degHdr: http.CanonicalHeaderKey(cfg.DegradedHeader), deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
 		routes: map[string][]*policy{}, tiers: map[string][]*policy{},
 	}
 	if m.deny == nil {
