@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -70,6 +71,11 @@ func (d *Decision) Violated() []string {
 	return out
 }
 
+// decisions recycles the Decisions of requests that were not denied (see
+// Middleware.Serve): a denied request's Decision goes to the DenyHandler,
+// which may keep it, and is never reused.
+var decisions = sync.Pool{New: func() any { return new(Decision) }}
+
 type lease struct {
 	policy *policy
 	lease  sluice.Lease
@@ -109,7 +115,8 @@ func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
 // one request's cost per policy, only under that race). Concurrency
 // policies are acquired last, only for requests the rate policies admitted.
 func (m *Middleware) decide(r *http.Request, route string) *Decision {
-	d := &Decision{Route: route, Status: http.StatusOK}
+	d := decisions.Get().(*Decision)
+	*d = Decision{Route: route, Status: http.StatusOK}
 	d.Outcomes = d.inline[:0]
 	ctx := r.Context()
 	var rateBuf, concBuf [8]int

@@ -263,17 +263,21 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string,
 		return true
 	}
 	d := m.decide(r, route)
-	if d.err != nil {
-		m.fail(w, r, d.err)
+	if err := d.err; err != nil {
+		decisions.Put(d)
+		m.fail(w, r, err)
 		return false
 	}
 	m.writeHeaders(w.Header(), d)
 	if d.Status != http.StatusOK {
-		m.deny(w, r, d)
+		m.deny(w, r, d) // d is the DenyHandler's now: never reused
 		return false
 	}
-	if len(d.leases) > 0 {
-		defer m.release(r, d.leases)
+	// Nothing reads d from here on: it is reused by a later request.
+	leases := d.leases
+	decisions.Put(d)
+	if len(leases) > 0 {
+		defer m.release(r, leases)
 	}
 	next(w, r)
 	return true
