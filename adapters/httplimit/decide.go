@@ -218,8 +218,10 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 		}
 	}
 	// Concurrency policies never asked (the request was denied first) are
-	// left out: they have nothing to report.
-	d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	// left out: they have nothing to report. Every rate policy was asked.
+	if len(conc) > 0 {
+		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	}
 	m.settle(r, d)
 	return d
 }
