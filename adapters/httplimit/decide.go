@@ -114,7 +114,10 @@ func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
 // denies after earlier ones were charged, and those charges stay (at most
 // one request's cost per policy, only under that race). Concurrency
 // policies are acquired last, only for requests the rate policies admitted.
-func (m *Middleware) decide(r *http.Request, route string) *Decision {
+//
+// routeOf, when not nil, looks the route up for a request that a policy
+// denied (enforced or shadow), which reports it; route is then "".
+func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
 	d := decisions.Get().(*Decision)
 	*d = Decision{Route: route, Status: http.StatusOK}
 	d.Outcomes = d.inline[:0]
@@ -221,6 +224,14 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 	// left out: they have nothing to report. Every rate policy was asked.
 	if len(conc) > 0 {
 		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	}
+	if routeOf != nil {
+		for i := range d.Outcomes {
+			if d.Outcomes[i].Denied {
+				d.Route = routeOf(r)
+				break
+			}
+		}
 	}
 	m.settle(r, d)
 	return d

@@ -242,6 +242,18 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // Wrap limits every request to mux, looking up the route template that mux
 // will choose (ServeMux.Handler) before deciding.
 func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
+	if len(m.routes) == 0 && m.exempt == nil {
+		// Without Routes and Exempt the route decides nothing: it is only
+		// reported (Decision.Route, the shadow-denial log), so the mux is
+		// asked for it only when a policy denied.
+		routeOf := func(r *http.Request) string {
+			_, route := mux.Handler(r)
+			return route
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.serve(w, r, "", routeOf, mux.ServeHTTP)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, route := mux.Handler(r)
 		m.Serve(w, r, route, mux.ServeHTTP)
@@ -258,11 +270,17 @@ func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
 // or panics (the panic then continues), with a context that outlives the
 // request's cancellation.
 func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
+	return m.serve(w, r, route, nil, next)
+}
+
+// serve is Serve; routeOf, when not nil, looks the route up only for a
+// decision that reports it (see decide), and route is "".
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, routeOf func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) bool {
 	if m.exempt != nil && m.exempt(r, route) {
 		next(w, r)
 		return true
 	}
-	d := m.decide(r, route)
+	d := m.decide(r, route, routeOf)
 	if err := d.err; err != nil {
 		decisions.Put(d)
 		m.fail(w, r, err)
