@@ -25,8 +25,10 @@ type Options struct {
 // Middleware returns chi middleware applying m. In a top-level r.Use chi
 // has not routed yet (its RoutePattern is still empty there, and only
 // partial inside r.Route or r.Mount), so the route template is looked up
-// with Route before deciding. Templates are spelled as chi spells them,
-// mounts included: "/items/{id}", "/api/v1/items/{id}".
+// with Route: before deciding when m has per-route policies or exemptions,
+// otherwise only for denied requests (httplimit's ServeRouteFunc).
+// Templates are spelled as chi spells them, mounts included:
+// "/items/{id}", "/api/v1/items/{id}".
 func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +37,7 @@ func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.H
 					r = r.WithContext(httplimit.WithClientIP(r.Context(), a))
 				}
 			}
-			m.Serve(w, r, Route(r), next.ServeHTTP)
+			m.ServeRouteFunc(w, r, Route, next.ServeHTTP)
 		})
 	}
 }

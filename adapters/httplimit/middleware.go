@@ -240,23 +240,16 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 // Wrap limits every request to mux, looking up the route template that mux
-// will choose (ServeMux.Handler) before deciding.
+// will choose (ServeMux.Handler) before deciding, or, when no policy or
+// exemption depends on the route, only for requests a policy denied (see
+// ServeRouteFunc).
 func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
-	if len(m.routes) == 0 && m.exempt == nil {
-		// Without Routes and Exempt the route decides nothing: it is only
-		// reported (Decision.Route, the shadow-denial log), so the mux is
-		// asked for it only when a policy denied.
-		routeOf := func(r *http.Request) string {
-			_, route := mux.Handler(r)
-			return route
-		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			m.serve(w, r, "", routeOf, mux.ServeHTTP)
-		})
+	routeOf := func(r *http.Request) string {
+		_, route := mux.Handler(r)
+		return route
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, route := mux.Handler(r)
-		m.Serve(w, r, route, mux.ServeHTTP)
+		m.ServeRouteFunc(w, r, routeOf, mux.ServeHTTP)
 	})
 }
 
@@ -271,6 +264,20 @@ func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
 // request's cancellation.
 func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
 	return m.serve(w, r, route, nil, next)
+}
+
+// ServeRouteFunc is Serve for adapters that find the route template at a
+// cost (Wrap asks the ServeMux, the chi adapter searches chi's tree): it
+// calls route at most once, before deciding when Config.Routes or
+// Config.Exempt make the decision depend on the route, and otherwise only
+// when a policy denied (enforced or shadow), which reports the route
+// (Decision.Route, the shadow-denial log). Allowed requests then skip the
+// lookup.
+func (m *Middleware) ServeRouteFunc(w http.ResponseWriter, r *http.Request, route func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
+	if len(m.routes) > 0 || m.exempt != nil {
+		return m.serve(w, r, route(r), nil, next)
+	}
+	return m.serve(w, r, "", route, next)
 }
 
 // serve is Serve; routeOf, when not nil, looks the route up only for a
