@@ -32,9 +32,6 @@ type Decision struct {
 
 	leases []lease
 	err    error
-	// inline backs Outcomes for the common case of few policies, so a
-	// decision is one allocation.
-	inline [2]Outcome
 }
 
 // Outcome is one policy's part of a Decision.
@@ -72,8 +69,9 @@ func (d *Decision) Violated() []string {
 }
 
 // decisions recycles the Decisions of requests that were not denied (see
-// Middleware.Serve): a denied request's Decision goes to the DenyHandler,
-// which may keep it, and is never reused.
+// Middleware.serve), with the arrays behind their Outcomes: a denied
+// request's Decision goes to the DenyHandler, which may keep it, and is
+// never reused.
 var decisions = sync.Pool{New: func() any { return new(Decision) }}
 
 type lease struct {
@@ -119,8 +117,10 @@ func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
 // denied (enforced or shadow), which reports it; route is then "".
 func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
 	d := decisions.Get().(*Decision)
-	*d = Decision{Route: route, Status: http.StatusOK}
-	d.Outcomes = d.inline[:0]
+	// A reused Decision keeps the array behind its Outcomes (appends
+	// overwrite whole elements); leases are new, as the deferred release
+	// of the request that had them may still be reading them.
+	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0]}
 	ctx := r.Context()
 	var rateBuf, concBuf [8]int
 	rate, conc := rateBuf[:0], concBuf[:0]
