@@ -122,7 +122,7 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 	}
 	if retry {
 		b = strconv.AppendInt(b, int64(d.RetryAfter/time.Second), 10)
-		ends[e], e = len(b), e+1
+		ends[e] = len(b) // the last value written
 	}
 
 	text := string(b)
