@@ -5,6 +5,7 @@ package sluicechi
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -24,8 +25,10 @@ type Options struct {
 // Middleware returns chi middleware applying m. In a top-level r.Use chi
 // has not routed yet (its RoutePattern is still empty there, and only
 // partial inside r.Route or r.Mount), so the route template is looked up
-// with Route before deciding. Templates are spelled as chi spells them,
-// mounts included: "/items/{id}", "/api/v1/items/{id}".
+// with Route: before deciding when m has per-route policies or exemptions,
+// otherwise only for denied requests (httplimit's ServeRouteFunc).
+// Templates are spelled as chi spells them, mounts included:
+// "/items/{id}", "/api/v1/items/{id}".
 func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,14 +37,14 @@ func Middleware(m *httplimit.Middleware, opts Options) func(http.Handler) http.H
 					r = r.WithContext(httplimit.WithClientIP(r.Context(), a))
 				}
 			}
-			m.Serve(w, r, Route(r), next.ServeHTTP)
+			m.ServeRouteFunc(w, r, Route, next.ServeHTTP)
 		})
 	}
 }
 
 // Route returns the route template chi matches (or has matched) for r, or
 // "" when no route matches. It asks the outermost chi router (Routes.Find
-// on a fresh routing context, so the request's own is left alone) with the
+// on a routing context of its own, so the request's is left alone) with the
 // whole path, which gives the full template from anywhere in the router:
 // top-level r.Use, inside r.Route or r.Mount, or r.With.
 func Route(r *http.Request) string {
@@ -57,5 +60,14 @@ func Route(r *http.Request) string {
 	if method == "" {
 		method = r.Method
 	}
-	return rctx.Routes.Find(chi.NewRouteContext(), method, path)
+	find := findContexts.Get().(*chi.Context)
+	find.Reset()
+	route := rctx.Routes.Find(find, method, path)
+	findContexts.Put(find)
+	return route
 }
+
+// findContexts holds the routing contexts Route searches with: a reset
+// context keeps the capacity of its parameter slices, so a lookup
+// allocates nothing.
+var findContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}

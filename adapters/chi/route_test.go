@@ -4,8 +4,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 // TestRoute checks that Route gives the full template wherever the
@@ -62,5 +68,45 @@ func TestRoute(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("probes saw %d requests, want %d: %v", len(got), len(want), got)
+	}
+}
+
+// TestDeniedRoute checks that a denial reports chi's full template when
+// no policy depends on the route (Route then runs only for denials).
+func TestDeniedRoute(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	lim, err := sluice.New(client, sluice.WithTimeout(time.Minute), sluice.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	mw, err := httplimit.New(httplimit.Config{Limiter: lim,
+		Policies: []httplimit.Policy{{Name: "api", Limit: sluice.Must(sluice.GCRA(1, time.Hour, 1)), Key: httplimit.RemoteIP()}},
+		DenyHandler: func(w http.ResponseWriter, _ *http.Request, d *httplimit.Decision) {
+			routes = append(routes, d.Route)
+			w.WriteHeader(d.Status)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	r.Use(Middleware(mw, Options{}))
+	r.Route("/api", func(r chi.Router) {
+		r.Get("/items/{id}", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(chi.URLParam(r, "id"))) })
+	})
+	for i, want := range []int{200, 429} {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest("GET", "/api/items/7", nil))
+		if rec.Code != want || (want == 200 && rec.Body.String() != "7") {
+			t.Fatalf("request %d: %d %q, want %d", i+1, rec.Code, rec.Body.String(), want)
+		}
+	}
+	if len(routes) != 1 || routes[0] != "/api/items/{id}" {
+		t.Errorf("the DenyHandler saw routes %q, want [/api/items/{id}]", routes)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -67,19 +68,27 @@ func (d *Decision) Violated() []string {
 	return out
 }
 
+// decisions recycles the Decisions of requests that were not denied (see
+// Middleware.serve), with the arrays behind their Outcomes: a denied
+// request's Decision goes to the DenyHandler, which may keep it, and is
+// never reused.
+var decisions = sync.Pool{New: func() any { return new(Decision) }}
+
 type lease struct {
 	policy *policy
 	lease  sluice.Lease
 }
 
 // applicable lists the policies for r in order: common, route, tier.
-func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
-	sets := [][]*policy{m.base}
+func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
+	sets := [3][]*policy{m.base}
 	if route != "" && len(m.routes) > 0 {
-		if ps, ok := m.routes[r.Method+" "+route]; ok {
-			sets = append(sets, ps)
+		var buf [128]byte
+		mr := append(append(append(buf[:0], r.Method...), ' '), route...)
+		if ps, ok := m.routes[string(mr)]; ok { // no copy: the conversion is only the map index
+			sets[1] = ps
 		} else if ps, ok := m.routes[route]; ok {
-			sets = append(sets, ps)
+			sets[1] = ps
 		}
 	}
 	if m.tier != nil && len(m.tiers) > 0 {
@@ -87,7 +96,7 @@ func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 		if !ok {
 			ps = m.tiers[m.deftier]
 		}
-		sets = append(sets, ps)
+		sets[2] = ps
 	}
 	return sets
 }
@@ -103,10 +112,18 @@ func (m *Middleware) applicable(r *http.Request, route string) [][]*policy {
 // denies after earlier ones were charged, and those charges stay (at most
 // one request's cost per policy, only under that race). Concurrency
 // policies are acquired last, only for requests the rate policies admitted.
-func (m *Middleware) decide(r *http.Request, route string) *Decision {
-	d := &Decision{Route: route, Status: http.StatusOK}
+//
+// routeOf, when not nil, looks the route up for a request that a policy
+// denied (enforced or shadow), which reports it; route is then "".
+func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
+	d := decisions.Get().(*Decision)
+	// A reused Decision keeps the array behind its Outcomes (appends
+	// overwrite whole elements); leases are new, as the deferred release
+	// of the request that had them may still be reading them.
+	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0]}
 	ctx := r.Context()
-	var rate, conc []int
+	var rateBuf, concBuf [8]int
+	rate, conc := rateBuf[:0], concBuf[:0]
 	for _, set := range m.applicable(r, route) {
 		for _, p := range set {
 			k, ok := p.Key(r)
@@ -140,7 +157,11 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 		o.Result, o.Denied, o.asked = res, !res.Allowed, true
 		return true
 	}
-	charged := make([]bool, len(d.Outcomes))
+	var chargedBuf [16]bool
+	charged := chargedBuf[:]
+	if len(d.Outcomes) > len(chargedBuf) {
+		charged = make([]bool, len(d.Outcomes))
+	}
 	if len(rate) > 1 {
 		for _, i := range rate {
 			o := &d.Outcomes[i]
@@ -200,8 +221,18 @@ func (m *Middleware) decide(r *http.Request, route string) *Decision {
 		}
 	}
 	// Concurrency policies never asked (the request was denied first) are
-	// left out: they have nothing to report.
-	d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	// left out: they have nothing to report. Every rate policy was asked.
+	if len(conc) > 0 {
+		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+	}
+	if routeOf != nil {
+		for i := range d.Outcomes {
+			if d.Outcomes[i].Denied {
+				d.Route = routeOf(r)
+				break
+			}
+		}
+	}
 	m.settle(r, d)
 	return d
 }

@@ -6,7 +6,9 @@
 // set, RFC 9457 problem bodies, shadow mode and the failure responses.
 //
 // Middleware.Handler and Middleware.Wrap are the net/http middleware;
-// Middleware.Serve is the entry point the chi, gin and echo adapters call.
+// Middleware.Serve is the entry point the gin and echo adapters call, and
+// Middleware.ServeRouteFunc the one for adapters whose route lookup costs
+// (chi's).
 // docs/http.md in the repository explains the trust model and every
 // header.
 package httplimit

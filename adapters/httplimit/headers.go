@@ -6,38 +6,100 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice"
 )
 
-// writeHeaders sets the rate-limit headers of d on h.
+// The canonical forms (http.CanonicalHeaderKey) of the header names
+// writeHeaders sets: it assigns them into the map directly.
+const (
+	hdrPolicy    = "Ratelimit-Policy"
+	hdrRateLimit = "Ratelimit"
+	hdrLimit     = "X-Ratelimit-Limit"
+	hdrRemaining = "X-Ratelimit-Remaining"
+	hdrReset     = "X-Ratelimit-Reset"
+	hdrRetry     = "Retry-After"
+)
+
+// writeHeaders sets the rate-limit headers of d on h, replacing any values
+// they had, as http.Header.Set would.
+//
+// It allocates twice whatever the headers: the text of every value that
+// varies is written into one buffer and converted to one string, which the
+// values are substrings of, and the values share one []string, each header
+// getting a one-element slice of it with its capacity cut to 1 so that a
+// handler appending to one header (Header().Add) copies instead of
+// overwriting the next.
 func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
-	if len(d.Outcomes) > 0 && (m.headers == HeadersDraft || m.headers == HeadersBoth) {
-		var pol, rl strings.Builder
+	draft := len(d.Outcomes) > 0 && (m.headers == HeadersDraft || m.headers == HeadersBoth)
+	legacy := len(d.Outcomes) > 0 && (m.headers == HeadersLegacy || m.headers == HeadersBoth)
+	retry := d.Status != http.StatusOK
+	degraded := m.degHdr != "" && d.Degraded
+	n := 0
+	if draft {
+		n += 2
+	}
+	if legacy {
+		n += 3
+	}
+	if retry {
+		n++
+	}
+	if degraded {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+
+	var stack [256]byte
+	b := stack[:0]
+	var ends [6]int // where each value written into b ends
+	e := 0
+	policy := "" // RateLimit-Policy when it is known without writing it
+	if draft {
+		var pkStack [2]string
+		var pks []string // the pk parameter of each outcome, with a secret
+		if m.secret != nil {
+			pks = pkStack[:0]
+			for i := range d.Outcomes {
+				pks = append(pks, m.partitionKey(&d.Outcomes[i]))
+			}
+		}
+		if len(d.Outcomes) == 1 && pks == nil {
+			policy = d.Outcomes[0].p.item
+		} else {
+			for i := range d.Outcomes {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, d.Outcomes[i].p.item...)
+				if pks != nil {
+					b = append(b, pks[i]...)
+				}
+			}
+		}
+		ends[e], e = len(b), e+1
 		for i := range d.Outcomes {
 			o := &d.Outcomes[i]
-			pk := m.partitionKey(o)
 			if i > 0 {
-				pol.WriteString(", ")
-				rl.WriteString(", ")
+				b = append(b, ", "...)
 			}
-			pol.WriteString(o.p.item)
-			pol.WriteString(pk)
-			rl.WriteString(o.p.name)
-			rl.WriteString(";r=")
-			rl.WriteString(strconv.FormatInt(max(o.Result.Remaining, 0), 10))
+			b = append(b, o.p.name...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, max(o.Result.Remaining, 0), 10)
 			if t := resetSeconds(o); t >= 0 {
-				rl.WriteString(";t=")
-				rl.WriteString(strconv.FormatInt(t, 10))
+				b = append(b, ";t="...)
+				b = strconv.AppendInt(b, t, 10)
 			}
-			rl.WriteString(pk)
+			if pks != nil {
+				b = append(b, pks[i]...)
+			}
 		}
-		h.Set("RateLimit-Policy", pol.String())
-		h.Set("RateLimit", rl.String())
+		ends[e], e = len(b), e+1
 	}
-	if len(d.Outcomes) > 0 && (m.headers == HeadersLegacy || m.headers == HeadersBoth) {
+	if legacy {
 		o := binding(d)
 		reset := o.Result.ResetAfter
 		switch {
@@ -51,15 +113,51 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 		if at.Nanosecond() > 0 {
 			unix++
 		}
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(o.Limit.Rate, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(o.Result.Remaining, 0), 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(unix, 10))
+		b = strconv.AppendInt(b, o.Limit.Rate, 10)
+		ends[e], e = len(b), e+1
+		b = strconv.AppendInt(b, max(o.Result.Remaining, 0), 10)
+		ends[e], e = len(b), e+1
+		b = strconv.AppendInt(b, unix, 10)
+		ends[e], e = len(b), e+1
 	}
-	if d.Status != http.StatusOK {
-		h.Set("Retry-After", strconv.FormatInt(int64(d.RetryAfter/time.Second), 10))
+	if retry {
+		b = strconv.AppendInt(b, int64(d.RetryAfter/time.Second), 10)
+		ends[e] = len(b) // the last value written
 	}
-	if m.degHdr != "" && d.Degraded {
-		h.Set(m.degHdr, "?1")
+
+	text := string(b)
+	vals := make([]string, n)
+	next, from := 0, 0 // the next value of vals, and of ends
+	set := func(key, v string) {
+		vals[next] = v
+		h[key] = vals[next : next+1 : next+1]
+		next++
+	}
+	value := func() string {
+		start := 0
+		if from > 0 {
+			start = ends[from-1]
+		}
+		from++
+		return text[start:ends[from-1]]
+	}
+	if draft {
+		if v := value(); policy == "" {
+			policy = v
+		}
+		set(hdrPolicy, policy)
+		set(hdrRateLimit, value())
+	}
+	if legacy {
+		set(hdrLimit, value())
+		set(hdrRemaining, value())
+		set(hdrReset, value())
+	}
+	if retry {
+		set(hdrRetry, value())
+	}
+	if degraded {
+		set(m.degHdr, "?1")
 	}
 }
 

@@ -162,11 +162,16 @@ func (res *ipResolver) format(a netip.Addr) string {
 	if a.Is4() {
 		bits = res.v4
 	}
+	// One allocation: the key is built on the stack and copied once.
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
 	if bits == a.BitLen() {
-		return "ip:" + a.String()
+		b = a.AppendTo(b)
+	} else {
+		p, _ := a.Prefix(bits)
+		b = p.AppendTo(b)
 	}
-	p, _ := a.Prefix(bits)
-	return "ip:" + p.String()
+	return string(b)
 }
 
 // clientAddr applies the trust rules of IP.

@@ -103,7 +103,7 @@ type Middleware struct {
 	shadow  bool
 	headers HeaderMode
 	secret  []byte
-	degHdr  string
+	degHdr  string // canonical
 	deny    func(http.ResponseWriter, *http.Request, *Decision)
 	log     *slog.Logger
 	clock   func() time.Time
@@ -132,7 +132,7 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{
 		lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, exempt: cfg.Exempt,
 		shadow: cfg.Shadow, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
-		degHdr: cfg.DegradedHeader, deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
+		degHdr: http.CanonicalHeaderKey(cfg.DegradedHeader), deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
 		routes: map[string][]*policy{}, tiers: map[string][]*policy{},
 	}
 	if m.deny == nil {
@@ -240,11 +240,16 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 // Wrap limits every request to mux, looking up the route template that mux
-// will choose (ServeMux.Handler) before deciding.
+// will choose (ServeMux.Handler) before deciding, or, when no policy or
+// exemption depends on the route, only for requests a policy denied (see
+// ServeRouteFunc).
 func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	routeOf := func(r *http.Request) string {
 		_, route := mux.Handler(r)
-		m.Serve(w, r, route, mux.ServeHTTP)
+		return route
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.ServeRouteFunc(w, r, routeOf, mux.ServeHTTP)
 	})
 }
 
@@ -258,22 +263,46 @@ func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
 // or panics (the panic then continues), with a context that outlives the
 // request's cancellation.
 func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
+	return m.serve(w, r, route, nil, next)
+}
+
+// ServeRouteFunc is Serve for adapters that find the route template at a
+// cost (Wrap asks the ServeMux, the chi adapter searches chi's tree): it
+// calls route at most once, before deciding when Config.Routes or
+// Config.Exempt make the decision depend on the route, and otherwise only
+// when a policy denied (enforced or shadow), which reports the route
+// (Decision.Route, the shadow-denial log). Allowed requests then skip the
+// lookup.
+func (m *Middleware) ServeRouteFunc(w http.ResponseWriter, r *http.Request, route func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
+	if len(m.routes) > 0 || m.exempt != nil {
+		return m.serve(w, r, route(r), nil, next)
+	}
+	return m.serve(w, r, "", route, next)
+}
+
+// serve is Serve; routeOf, when not nil, looks the route up only for a
+// decision that reports it (see decide), and route is "".
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, routeOf func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) bool {
 	if m.exempt != nil && m.exempt(r, route) {
 		next(w, r)
 		return true
 	}
-	d := m.decide(r, route)
-	if d.err != nil {
-		m.fail(w, r, d.err)
+	d := m.decide(r, route, routeOf)
+	if err := d.err; err != nil {
+		decisions.Put(d)
+		m.fail(w, r, err)
 		return false
 	}
 	m.writeHeaders(w.Header(), d)
 	if d.Status != http.StatusOK {
-		m.deny(w, r, d)
+		m.deny(w, r, d) // d is the DenyHandler's now: never reused
 		return false
 	}
-	if len(d.leases) > 0 {
-		defer m.release(r, d.leases)
+	// Nothing reads d from here on: it is reused by a later request.
+	leases := d.leases
+	decisions.Put(d)
+	if len(leases) > 0 {
+		defer m.release(r, leases)
 	}
 	next(w, r)
 	return true

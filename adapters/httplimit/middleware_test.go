@@ -331,3 +331,44 @@ func TestRouteKeysWithMethods(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapReportsRoute checks that Wrap reports the route of denied
+// requests, to the DenyHandler and in the shadow-denial log, also when no
+// policy depends on the route (then it is looked up only for denials).
+func TestWrapReportsRoute(t *testing.T) {
+	for _, exempt := range []bool{false, true} {
+		e := newTestEnv(t)
+		var logs bytes.Buffer
+		var routes []string
+		cfg := Config{Limiter: e.lim, Clock: e.clock, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Policies: []Policy{
+				{Name: "enforced", Limit: testLimit.Named("enforced"), Key: RemoteIP()},
+				{Name: "shadow", Limit: sluice.Must(sluice.FixedWindow(1, time.Minute)).Named("shadow"), Key: RemoteIP(), Shadow: true},
+			},
+			DenyHandler: func(w http.ResponseWriter, _ *http.Request, d *Decision) {
+				routes = append(routes, d.Route)
+				w.WriteHeader(d.Status)
+			}}
+		if exempt {
+			cfg.Exempt = ExemptRoutes("GET /healthz")
+		}
+		m := newMW(t, cfg)
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(r.PathValue("id")))
+		})
+		h := m.Wrap(mux)
+		for i, want := range []int{200, 200, 429} {
+			rec := serve(h, httptest.NewRequest("GET", "/items/7", nil))
+			if rec.Code != want || (want == 200 && rec.Body.String() != "7") {
+				t.Fatalf("exempt %v, request %d: %d %q, want %d", exempt, i+1, rec.Code, rec.Body.String(), want)
+			}
+		}
+		if len(routes) != 1 || routes[0] != "GET /items/{id}" {
+			t.Errorf("exempt %v: the DenyHandler saw routes %q, want [GET /items/{id}]", exempt, routes)
+		}
+		if n := strings.Count(logs.String(), `route="GET /items/{id}"`); n != 2 {
+			t.Errorf("exempt %v: %d shadow denials logged with the route, want 2:\n%s", exempt, n, logs.String())
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice"
+)
+
+// cannedClient answers every call of a script with the first reply Redis
+// gave to it, so the Limiter above it does all of its own work without a
+// round trip (and without the allocations of one).
+type cannedClient struct {
+	rueidis.Client
+	mu      sync.Mutex
+	replies map[string]rueidis.RedisResult
+}
+
+func (c *cannedClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	if len(args) < 2 || (args[0] != "EVALSHA" && args[0] != "EVAL") {
+		return c.Client.Do(ctx, cmd)
+	}
+	script := args[1] // read before Do: rueidis recycles the command's slice
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.replies[script]; ok {
+		return r
+	}
+	r := c.Client.Do(ctx, cmd)
+	if r.Error() == nil {
+		c.replies[script] = r
+	}
+	return r
+}
+
+// cannedLimiter is a Limiter on miniredis whose script replies are canned
+// after the first: what it costs in the process, without the round trip.
+func cannedLimiter(t testing.TB) *sluice.Limiter {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()},
+		DisableCache: true, ForceSingleClient: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	lim, err := sluice.New(&cannedClient{Client: client, replies: map[string]rueidis.RedisResult{}},
+		sluice.WithTimeout(time.Minute), sluice.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Can the replies now (EVALSHA, NOSCRIPT, EVAL, EVALSHA), so that
+	// nothing runs in miniredis, in this process, while allocations are
+	// counted.
+	l := sluice.Must(sluice.GCRA(1<<30, time.Second, 1<<30)).Named("warm-up")
+	for range 3 {
+		if _, err := lim.AllowN(context.Background(), "warm-up", l, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lim
+}
+
+// headerWriter is a ResponseWriter that keeps only its headers.
+type headerWriter struct{ h http.Header }
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(int)             {}
+
+// The middleware's own allocations per allowed request, on top of the
+// Limiter calls it makes: the IP key, the text of the header values and
+// the []string they share (the Decision is recycled).
+const (
+	allocBudgetOnePolicy   = 3
+	allocBudgetTwoPolicies = 3
+)
+
+// TestAllocations pins what the middleware allocates itself on the hot
+// path (allowed requests), counting the Limiter's own work out: a
+// regression here costs every request of every user.
+func TestAllocations(t *testing.T) {
+	lim := cannedLimiter(t)
+	big := func(name string) sluice.Limit { return sluice.Must(sluice.GCRA(1<<30, time.Second, 1<<30)).Named(name) }
+	const runs = 1000 // stray allocations of background goroutines round away
+	ctx, limit := context.Background(), big("a")
+	limiterAllocs := testing.AllocsPerRun(runs, func() {
+		if res, err := lim.AllowN(ctx, "ip:192.0.2.1", limit, 1); err != nil || !res.Allowed {
+			t.Fatalf("%+v %v", res, err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		wrap     bool // Middleware.Wrap instead of Handler
+		calls    int  // Limiter calls per request
+		budget   int
+		wantHdrs []string
+	}{
+		{name: "one policy, draft headers", calls: 1, budget: allocBudgetOnePolicy,
+			cfg:      Config{Policies: []Policy{{Name: "a", Limit: big("a"), Key: RemoteIP()}}},
+			wantHdrs: []string{"Ratelimit", "Ratelimit-Policy"}},
+		{name: "one policy, both header sets, Wrap", calls: 1, budget: allocBudgetOnePolicy, wrap: true,
+			cfg:      Config{Policies: []Policy{{Name: "a", Limit: big("a"), Key: RemoteIP()}}, Headers: HeadersBoth},
+			wantHdrs: []string{"Ratelimit", "Ratelimit-Policy", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}},
+		// Two policies: each is peeked and then charged, four Limiter calls.
+		{name: "two policies, draft headers", calls: 4, budget: allocBudgetTwoPolicies,
+			cfg: Config{Policies: []Policy{{Name: "a", Limit: big("a"), Key: RemoteIP()},
+				{Name: "b", Limit: big("b"), Key: Constant("b")}}},
+			wantHdrs: []string{"Ratelimit", "Ratelimit-Policy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Limiter, tc.cfg.Logger = lim, quiet
+			m := newMW(t, tc.cfg)
+			var h http.Handler
+			if tc.wrap {
+				mux := http.NewServeMux()
+				mux.HandleFunc("GET /{$}", func(http.ResponseWriter, *http.Request) {})
+				h = m.Wrap(mux)
+			} else {
+				h = m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			}
+			r, _ := http.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			w := &headerWriter{h: http.Header{}}
+			got := testing.AllocsPerRun(runs, func() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			})
+			for _, k := range tc.wantHdrs {
+				if len(w.h[k]) != 1 {
+					t.Fatalf("header %s = %q, want one value (all headers %q)", k, w.h[k], w.h)
+				}
+			}
+			own := got - float64(tc.calls)*limiterAllocs
+			t.Logf("%.0f allocations per request, %.0f per Limiter call: %.0f the middleware's own", got, limiterAllocs, own)
+			if own > float64(tc.budget) {
+				t.Errorf("the middleware allocates %.0f times per request on top of the Limiter, want at most %d", own, tc.budget)
+			}
+		})
+	}
+}
+
+// TestSharedHeaderValues checks that a handler changing the rate-limit
+// headers it was given (appending a value, or overwriting one in place)
+// changes neither another rate-limit header of its response nor those of
+// later responses.
+func TestSharedHeaderValues(t *testing.T) {
+	e := newTestEnv(t)
+	m := newMW(t, Config{Limiter: e.lim, Clock: e.clock, Headers: HeadersBoth, Policies: []Policy{
+		{Name: "a", Limit: testLimit.Named("a"), Key: RemoteIP()},
+	}})
+	tamper := true
+	var inHandler http.Header
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if tamper {
+			hd := w.Header()
+			hd.Add("RateLimit-Policy", "x")
+			hd.Add("X-RateLimit-Limit", "x")
+			hd["Ratelimit"][0] = "y"
+			hd["X-Ratelimit-Remaining"] = append(hd["X-Ratelimit-Remaining"], "z")
+			inHandler = hd.Clone()
+		}
+	}))
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	first := serve(h, r).Result().Header
+	want := map[string][]string{
+		"Ratelimit-Policy":      {`"a";q=2;w=60`, "x"},
+		"Ratelimit":             {"y"},
+		"X-Ratelimit-Limit":     {"2", "x"},
+		"X-Ratelimit-Remaining": {"1", "z"},
+		"X-Ratelimit-Reset":     {"1700000040"},
+	}
+	for k, v := range want {
+		if !slices.Equal(first[k], v) || !slices.Equal(inHandler[k], v) {
+			t.Errorf("tampered response: %s = %q (in the handler %q), want %q", k, first[k], inHandler[k], v)
+		}
+	}
+	tamper = false
+	second := serve(h, r).Result().Header
+	want = map[string][]string{
+		"Ratelimit-Policy":      {`"a";q=2;w=60`},
+		"Ratelimit":             {`"a";r=0;t=40`},
+		"X-Ratelimit-Limit":     {"2"},
+		"X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset":     {"1700000040"},
+	}
+	for k, v := range want {
+		if !slices.Equal(second[k], v) {
+			t.Errorf("next response: %s = %q, want %q", k, second[k], v)
+		}
+	}
+}
+
+// TestDenyHandlerKeepsDecision checks that the Decision a DenyHandler was
+// given stays as it was while later requests are decided: only the
+// Decisions of requests that pass are reused.
+func TestDenyHandlerKeepsDecision(t *testing.T) {
+	e := newTestEnv(t)
+	var kept []*Decision
+	m := newMW(t, Config{Limiter: e.lim, Clock: e.clock, Policies: []Policy{
+		{Name: "a", Limit: testLimit.Named("a"), Key: RemoteIP()},
+	}, DenyHandler: func(w http.ResponseWriter, _ *http.Request, d *Decision) {
+		kept = append(kept, d)
+		w.WriteHeader(d.Status)
+	}})
+	h := m.Handler(http.HandlerFunc(okHandler))
+	get := func(addr string) int {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		return serve(h, r).Code
+	}
+	for i, want := range []int{200, 200, 429} {
+		if code := get("192.0.2.1:1"); code != want {
+			t.Fatalf("request %d: status %d, want %d", i+1, code, want)
+		}
+	}
+	for range 10 {
+		if code := get("192.0.2.2:1"); code == 0 {
+			t.Fatal("no status")
+		}
+	}
+	if len(kept) != 9 {
+		t.Fatalf("%d denials, want 9 (1 + 8)", len(kept))
+	}
+	d := kept[0]
+	if d.Status != 429 || len(d.Outcomes) != 1 || d.Outcomes[0].key != "ip:192.0.2.1" ||
+		!d.Outcomes[0].Denied || d.Outcomes[0].Result.Remaining != 0 || d.RetryAfter != 40*time.Second {
+		t.Errorf("kept decision changed: %+v", d)
+	}
+}
