@@ -1,0 +1,5 @@
+//go:build !race
+
+package luart_test
+
+const raceEnabled = false
