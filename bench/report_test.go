@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -206,6 +207,13 @@ func TestReport(t *testing.T) {
 	rounds, warm, dur := *roundsFlag, *warmFlag, *sampleFlag
 	if !full {
 		rounds, warm, dur = 1, 0, 40*time.Millisecond
+	}
+	if full && *onlyFlag == "" {
+		for _, bin := range []string{"wrk", "hey", "redis-benchmark"} {
+			if _, err := exec.LookPath(bin); err != nil {
+				t.Fatalf("-report needs %s (Debian: apt-get install wrk hey redis-tools): %v", bin, err)
+			}
+		}
 	}
 	srv := server.Start(t)
 	// The short runs in CI check correctness only: a timeout no loaded
