@@ -31,16 +31,21 @@ func isLiteralIdentity(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("._-@/+=:", c) >= 0:
-		default:
+		if !literalByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// literalByte marks the bytes a literal identity may hold: ASCII letters,
+// digits and "._-@/+=:".
+var literalByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-@/+=:", byte(c)) >= 0
+	}
+	return t
+}()
 
 // key builds prefix:{tag}:suffix.
 func key(prefix, identity, suffix string) string {
