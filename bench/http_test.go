@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	sluiceecho "github.com/sluice-go/sluice/adapters/echo"
 	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	"github.com/sluice-go/sluice/adapters/httplimit"
+	"github.com/sluice-go/sluice/internal/canned"
 	server "github.com/sluice-go/sluice/internal/redisserver"
 )
 
@@ -311,39 +311,6 @@ func parseHey(out string) (wrkResult, error) {
 	return r, nil
 }
 
-// cannedClient stands in for Redis: the first reply to each script is
-// fetched from the real server, and from then on every call of that
-// script gets the same reply at once. The Limiter above it does all its
-// own work (key, breaker, timeout, command, decoding); only the round
-// trip is gone. It measures what the middleware and the Limiter cost in
-// the process.
-type cannedClient struct {
-	rueidis.Client
-	mu      sync.RWMutex
-	replies map[string]rueidis.RedisResult
-}
-
-func (c *cannedClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	args := cmd.Commands()
-	if len(args) < 2 || (args[0] != "EVALSHA" && args[0] != "EVAL") {
-		return c.Client.Do(ctx, cmd)
-	}
-	c.mu.RLock()
-	r, ok := c.replies[args[1]]
-	c.mu.RUnlock()
-	if ok {
-		return r
-	}
-	sha := args[1]
-	r = c.Client.Do(ctx, cmd)
-	if r.Error() == nil {
-		c.mu.Lock()
-		c.replies[sha] = r
-		c.mu.Unlock()
-	}
-	return r
-}
-
 // discardWriter is a ResponseWriter that keeps nothing but the status.
 type discardWriter struct {
 	h    http.Header
@@ -377,8 +344,7 @@ func serveLoop(h http.Handler) func(b *testing.B) {
 // are canned, and that Limiter's Allow alone.
 func overheadBenches(t testing.TB, real rueidis.Client) (names []string, fns map[string]func(*testing.B)) {
 	t.Helper()
-	canned := &cannedClient{Client: real, replies: map[string]rueidis.RedisResult{}}
-	l, err := sluice.New(canned, sluice.WithLogger(quietLog))
+	l, err := sluice.New(canned.New(real), sluice.WithLogger(quietLog))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,34 +11,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/canned"
 )
-
-// cannedClient answers every call of a script with the first reply Redis
-// gave to it, so the Limiter above it does all of its own work without a
-// round trip (and without the allocations of one).
-type cannedClient struct {
-	rueidis.Client
-	mu      sync.Mutex
-	replies map[string]rueidis.RedisResult
-}
-
-func (c *cannedClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	args := cmd.Commands()
-	if len(args) < 2 || (args[0] != "EVALSHA" && args[0] != "EVAL") {
-		return c.Client.Do(ctx, cmd)
-	}
-	script := args[1] // read before Do: rueidis recycles the command's slice
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r, ok := c.replies[script]; ok {
-		return r
-	}
-	r := c.Client.Do(ctx, cmd)
-	if r.Error() == nil {
-		c.replies[script] = r
-	}
-	return r
-}
 
 // cannedLimiter is a Limiter on miniredis whose script replies are canned
 // after the first: what it costs in the process, without the round trip.
@@ -52,7 +25,7 @@ func cannedLimiter(t testing.TB) *sluice.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	lim, err := sluice.New(&cannedClient{Client: client, replies: map[string]rueidis.RedisResult{}},
+	lim, err := sluice.New(canned.New(client),
 		sluice.WithTimeout(time.Minute), sluice.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
