@@ -20,9 +20,9 @@ import (
 //     quarter and Redis' by about a tenth in the side-by-side benchmark
 //     (docs/benchmarks.md); a caller alone is never delayed.
 //
-// PipelineMultiplex, AlwaysPipelining and DisableAutoPipelining keep
-// rueidis' defaults, which measured best or equal (docs/benchmarks.md,
-// "rueidis options"). DisableAutoPipelining speeds up a caller alone but
+// PipelineMultiplex, AlwaysPipelining, DisableAutoPipelining and the
+// connection buffer sizes keep rueidis' defaults, which measured best or
+// equal (docs/benchmarks.md, "rueidis options"). DisableAutoPipelining speeds up a caller alone but
 // stops pipelining under concurrency, and its pooled connections are
 // replaced after a timeout with a handshake that waits for a stalled
 // Redis, past the caller's deadline.

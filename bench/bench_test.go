@@ -176,6 +176,7 @@ var clientVariants = map[string]rueidis.ClientOption{
 	"conn4":     {DisableCache: true, PipelineMultiplex: 2},
 	"always":    {DisableCache: true, AlwaysPipelining: true},
 	"pool":      {DisableCache: true, DisableAutoPipelining: true},
+	"buf64k":    {DisableCache: true, WriteBufferEachConn: 64 << 10, ReadBufferEachConn: 64 << 10},
 }
 
 // sluiceOne decides one limit with a sluice Limiter. A degraded decision
