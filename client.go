@@ -16,8 +16,8 @@ import (
 //     cache, and keeping it on slows lone calls.
 //   - MaxFlushDelay 20µs: under concurrency each connection's writer waits
 //     up to 20µs after a write, so more calls share each write and the
-//     read that answers them. That cut the client's CPU per decision by a
-//     quarter and Redis' by about a tenth in the side-by-side benchmark
+//     read that answers them. With 128 callers that cut the client's CPU
+//     per decision by about a fifth in the side-by-side benchmark
 //     (docs/benchmarks.md); a caller alone is never delayed.
 //
 // PipelineMultiplex, AlwaysPipelining, DisableAutoPipelining and the
