@@ -22,10 +22,10 @@ import (
 //
 // PipelineMultiplex, AlwaysPipelining, DisableAutoPipelining and the
 // connection buffer sizes keep rueidis' defaults, which measured best or
-// equal (docs/benchmarks.md, "rueidis options"). DisableAutoPipelining speeds up a caller alone but
-// stops pipelining under concurrency, and its pooled connections are
-// replaced after a timeout with a handshake that waits for a stalled
-// Redis, past the caller's deadline.
+// equal (docs/benchmarks.md, "rueidis options"). DisableAutoPipelining
+// speeds up a caller alone but stops pipelining under concurrency, and its
+// pooled connections are replaced after a timeout with a handshake that
+// waits for a stalled Redis, past the caller's deadline.
 func ClientOption(addrs ...string) rueidis.ClientOption {
 	return rueidis.ClientOption{
 		InitAddress:   addrs,

@@ -193,11 +193,14 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 		return err
 	}
 	k := l.Key(identity, lim)
+	// A reset is no decision: it gets the fixed timeout, or the adaptive
+	// one's upper bound.
+	t := l.cfg.timeoutMin
+	if l.cfg.adaptive {
+		t = l.cfg.timeoutMax
+	}
 	cctx := ctx
-	if t := l.cfg.timeoutMin; t > 0 || l.cfg.adaptive {
-		if l.cfg.adaptive {
-			t = l.cfg.timeoutMax
-		}
+	if t > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()

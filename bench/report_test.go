@@ -119,11 +119,10 @@ func plan(e *env, bare decide) []cell {
 	add("allow_all", "sluice_allowall16", sluiceAll(e.sluice, sixteen...), two, workIDs, false)
 	add("allow_all", "sluice_16_allows", sluiceEach(e.sluice, sixteen...), two, workIDs, false)
 	add("allow_all", "redis_rate_16", redisRate(e.rate, "work16", sixteenRate...), two, workIDs, false)
+	first := len(cells)
 	add("denial", "sluice_cache", sluiceOne(e.sluice, gcraDeny), two, hot, true)
-	for i := range cells {
-		if cells[i].name == "sluice_cache" {
-			cells[i].primeWith = sluiceOne(e.sluiceNC, gcraDeny) // the same keys, always asking Redis
-		}
+	for i := first; i < len(cells); i++ {
+		cells[i].primeWith = sluiceOne(e.sluiceNC, gcraDeny) // the same keys, always asking Redis
 	}
 	add("denial", "sluice_nocache", sluiceOne(e.sluiceNC, gcraDeny), two, hot, true)
 	add("denial", "redis_rate", redisRate(e.rate, "deny", rateDeny), two, hot, true)
