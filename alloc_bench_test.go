@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/sluice-go/sluice/internal/allocs"
 	"github.com/sluice-go/sluice/internal/redisserver"
 )
 
@@ -73,7 +74,7 @@ func TestAllowAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 		var failed error
-		got := testing.AllocsPerRun(200, func() {
+		got := allocs.PerRun(5, 200, func() {
 			if r, err := l.Allow(ctx, "alloc-user", lim); (err != nil || !r.Allowed) && failed == nil {
 				failed = fmt.Errorf("%+v %v", r, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice/internal/allocs"
 	"github.com/sluice-go/sluice/internal/redisserver"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
@@ -517,7 +518,7 @@ func TestFormatIntCache(t *testing.T) {
 	if raceEnabled {
 		return // the race detector allocates on its own
 	}
-	if n := testing.AllocsPerRun(100, func() { luart.FormatInt(3_600_000_000) }); n != 0 {
+	if n := allocs.PerRun(5, 100, func() { luart.FormatInt(3_600_000_000) }); n != 0 {
 		t.Errorf("FormatInt of a cached value allocates %.1f times, want 0", n)
 	}
 }
