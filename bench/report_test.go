@@ -129,20 +129,85 @@ func plan(e *env, bare decide) []cell {
 	return cells
 }
 
+// runOrder groups cells into blocks measured back to back: the two cells
+// of every target (and so every cell compared with either) share a block,
+// in the order the targets name them; every other cell is a block of its
+// own. Blocks keep the order of their first cell in the plan.
+func runOrder(cells []cell) [][]cell {
+	at := map[string]int{}
+	for i, c := range cells {
+		at[c.id()] = i
+	}
+	block := make([]int, len(cells)) // cell index → block id (its root cell)
+	for i := range block {
+		block[i] = i
+	}
+	root := func(i int) int {
+		for block[i] != i {
+			i = block[i]
+		}
+		return i
+	}
+	var walk []int // cells of targets, in the order the targets name them
+	seen := map[int]bool{}
+	for _, tg := range targets {
+		a, okA := at[tg.num]
+		b, okB := at[tg.den]
+		if !okA || !okB {
+			continue
+		}
+		ra, rb := root(a), root(b)
+		block[max(ra, rb)] = min(ra, rb)
+		for _, i := range []int{a, b} {
+			if !seen[i] {
+				seen[i] = true
+				walk = append(walk, i)
+			}
+		}
+	}
+	members := map[int][]cell{}
+	for _, i := range walk {
+		members[root(i)] = append(members[root(i)], cells[i])
+	}
+	var out [][]cell
+	for i, c := range cells {
+		switch {
+		case !seen[i]:
+			out = append(out, []cell{c})
+		case root(i) == i:
+			out = append(out, members[i])
+		}
+	}
+	return out
+}
+
 // run measures every cell in every round. Round r starts r×len/rounds
-// cells further into the list, so no contender always runs first or right
+// blocks further into the list, so no contender always runs first or right
 // after the same neighbour; drift on the shared machine reaches all alike.
+// The cells of a block run back to back, in reverse order every other
+// round, so the two cells of a target ratio are measured seconds apart,
+// not a round apart, and neither always goes first.
 func runRounds(t *testing.T, d *driver, cells []cell, sha string, rounds int, warm, dur time.Duration) (map[string][]sample, []string) {
 	t.Helper()
 	res := map[string][]sample{}
 	var loads []string
 	ceilingN := map[int]int{}
+	blocks := runOrder(cells)
 	for r := range rounds {
 		loads = append(loads, loadavg())
 		start := time.Now()
-		off := r * len(cells) / rounds
-		for i := range cells {
-			c := cells[(off+i)%len(cells)]
+		var order []cell
+		off := r * len(blocks) / rounds
+		for i := range blocks {
+			b := blocks[(off+i)%len(blocks)]
+			for j := range b {
+				if r%2 == 1 {
+					j = len(b) - 1 - j
+				}
+				order = append(order, b[j])
+			}
+		}
+		for _, c := range order {
 			// Every cell starts on an empty server: the keys an earlier
 			// cell left would expire during this one, and Redis' expiry
 			// work would be charged to it. A denial cell primes its
