@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +26,7 @@ var (
 	cpuKeys   = flag.Int("cpu.keys", 300, "identities in TestRedisCPUPerDecision, each asked 10 times per script, clock and round (10000 for the documented figures)")
 	cpuRounds = flag.Int("cpu.rounds", 1, "interleaved rounds of TestRedisCPUPerDecision; the table shows medians")
 	cpuBefore = flag.String("cpu.before", "", "a git revision: TestRedisCPUPerDecision also measures the scripts as they were there")
+	cpuGrind  = flag.Bool("cpu.callgrind", false, "TestRedisCPUPerDecision runs the server under valgrind's callgrind and reports instructions per call, which the machine's load does not change (needs valgrind; Debian: apt-get install valgrind)")
 )
 
 // bareGCRA is the reference for the cost of a decision: the simplest
@@ -213,6 +215,7 @@ type cpuStat struct {
 	usec  int64
 	inner map[string]int64 // calls of each command the scripts sent
 	cpuNS int64            // on-CPU time of the server's main thread (/proc/PID/schedstat), or -1
+	instr int64            // instructions the server executed (-cpu.callgrind), or -1
 }
 
 func (s cpuStat) perCall() float64 { return float64(s.usec) / float64(max(s.calls, 1)) }
@@ -295,6 +298,10 @@ func (r cpuRun) mix() float64 {
 	return float64(r.admit.usec+r.deny.usec) / float64(max(r.admit.calls+r.deny.calls, 1))
 }
 
+func (r cpuRun) instrMix() float64 {
+	return float64(r.admit.instr+r.deny.instr) / float64(max(r.admit.calls+r.deny.calls, 1))
+}
+
 func (r cpuRun) cpuMix() float64 {
 	if r.admit.cpuNS < 0 || r.deny.cpuNS < 0 {
 		return -1
@@ -311,12 +318,19 @@ func (r cpuRun) cpuMix() float64 {
 // commands of ulule/limiter's fixed window, and with -cpu.before the
 // scripts of an earlier revision. It logs the table and asserts only
 // correctness (every identity admitted exactly cpuQuota times), never
-// speed. The documented figures come from
+// speed. With -cpu.callgrind it counts the server's instructions per call
+// instead, a figure the machine's load leaves alone. The documented
+// figures come from
 //
 //	go test ./scripts -run TestRedisCPUPerDecision -count=1 -v -cpu.keys 10000 -cpu.rounds 3
+//	go test ./scripts -run TestRedisCPUPerDecision -count=1 -v -cpu.callgrind -cpu.keys 300
 func TestRedisCPUPerDecision(t *testing.T) {
 	if *cpuKeys < 1 || *cpuRounds < 1 {
 		t.Fatalf("-cpu.keys and -cpu.rounds must be at least 1")
+	}
+	var g *grind
+	if *cpuGrind {
+		g = grindServer(t)
 	}
 	srv := redisserver.Start(t, "--save", "", "--appendonly", "no")
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
@@ -327,6 +341,9 @@ func TestRedisCPUPerDecision(t *testing.T) {
 	ctx := context.Background()
 
 	pid := serverPID(ctx, t, client)
+	if g != nil {
+		g.pid = pid
+	}
 	cases := cpuCases(t, "")
 	if *cpuBefore != "" {
 		cases = append(cpuCases(t, *cpuBefore), cases...)
@@ -342,23 +359,39 @@ func TestRedisCPUPerDecision(t *testing.T) {
 	for round := 0; round < *cpuRounds; round++ {
 		for _, c := range cases {
 			for _, mode := range modes {
-				r := runCPUCase(ctx, t, client, pid, c, mode, ids, passes, rnd)
+				r := runCPUCase(ctx, t, client, pid, g, c, mode, ids, passes, rnd)
 				runs[c.name+"\x00"+mode] = append(runs[c.name+"\x00"+mode], r)
 			}
 		}
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "Redis CPU per decision in µs, median of %d round(s); %d calls over %d identities per script and clock, half admitted.\n", *cpuRounds, passes*len(ids), len(ids))
-	fmt.Fprintf(&b, "usec: INFO commandstats usec/calls of EVALSHA, mix (admissions / denials); cpu: on-CPU time of the server's main thread per call, mix.\n\n")
-	fmt.Fprintf(&b, "| script | TIME: usec | cpu | now: usec | cpu | commands per admission; per denial (now) |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|\n")
+	what := "Redis CPU per decision in µs"
+	if g != nil {
+		what = "Redis instructions per decision"
+	}
+	fmt.Fprintf(&b, "%s, median of %d round(s); %d calls over %d identities per script and clock, half admitted.\n", what, *cpuRounds, passes*len(ids), len(ids))
+	if g != nil {
+		fmt.Fprintf(&b, "Under callgrind: instructions the server executed per call (parsing the command, the script, its commands, the reply), mix (admissions / denials).\n\n")
+		fmt.Fprintf(&b, "| script | TIME: instructions | now: instructions | commands per admission; per denial (now) |\n")
+		fmt.Fprintf(&b, "|---|---|---|---|\n")
+	} else {
+		fmt.Fprintf(&b, "usec: INFO commandstats usec/calls of EVALSHA, mix (admissions / denials); cpu: on-CPU time of the server's main thread per call, mix.\n\n")
+		fmt.Fprintf(&b, "| script | TIME: usec | cpu | now: usec | cpu | commands per admission; per denial (now) |\n")
+		fmt.Fprintf(&b, "|---|---|---|---|---|---|\n")
+	}
 	for _, c := range cases {
 		row := []string{c.name}
 		var last []cpuRun
 		for _, mode := range modes {
 			rs := runs[c.name+"\x00"+mode]
 			last = rs
+			if g != nil {
+				row = append(row, fmt.Sprintf("%.0f (%.0f / %.0f)", medianOf(rs, cpuRun.instrMix),
+					medianOf(rs, func(r cpuRun) float64 { return float64(r.admit.instr) / float64(max(r.admit.calls, 1)) }),
+					medianOf(rs, func(r cpuRun) float64 { return float64(r.deny.instr) / float64(max(r.deny.calls, 1)) })))
+				continue
+			}
 			row = append(row,
 				fmt.Sprintf("%.2f (%.2f / %.2f)", medianOf(rs, cpuRun.mix),
 					medianOf(rs, func(r cpuRun) float64 { return r.admit.perCall() }),
@@ -400,7 +433,7 @@ func innerCalls(s cpuStat) string {
 // runCPUCase runs one case in one mode on a flushed server: passes/2
 // passes of admissions over every identity, then passes/2 of denials, each
 // pass in a new random order, and checks every reply.
-func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string, cc cpuCase, mode string, ids []string, passes int, rnd *rand.Rand) cpuRun {
+func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string, g *grind, cc cpuCase, mode string, ids []string, passes int, rnd *rand.Rand) cpuRun {
 	t.Helper()
 	for _, cmd := range []rueidis.Completed{c.B().Flushall().Build(), c.B().ScriptFlush().Build()} {
 		if err := c.Do(ctx, cmd).Error(); err != nil {
@@ -423,6 +456,7 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 		if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
 			t.Fatalf("CONFIG RESETSTAT: %v", err)
 		}
+		g.zero(t)
 		cpu0 := onCPU(pid)
 		for p := 0; p < passes/2; p++ {
 			order := slices.Clone(ids)
@@ -459,7 +493,9 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 			}
 		}
 		cpu1 := onCPU(pid)
+		instr := g.dump(t)
 		st := commandStats(ctx, t, c)
+		st.instr = instr
 		st.cpuNS = -1
 		if cpu0 >= 0 && cpu1 >= 0 {
 			st.cpuNS = cpu1 - cpu0
@@ -480,4 +516,81 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 		}
 	}
 	return run
+}
+
+// A grind is the test's server running under valgrind's callgrind
+// (-cpu.callgrind): it counts the instructions the server executes, which
+// neither the machine's load nor its clock speed changes.
+type grind struct {
+	ctl   string // callgrind_control
+	out   string // --callgrind-out-file; dump n is out.n
+	pid   string
+	dumps int
+}
+
+// grindServer makes the next redisserver.Start run redis-server under
+// callgrind, through a wrapper that SLUICE_REDIS_SERVER names.
+func grindServer(t *testing.T) *grind {
+	t.Helper()
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Fatalf("-cpu.callgrind needs valgrind (Debian: apt-get install valgrind): %v", err)
+	}
+	ctl, err := exec.LookPath("callgrind_control")
+	if err != nil {
+		t.Fatalf("-cpu.callgrind needs callgrind_control (Debian: apt-get install valgrind): %v", err)
+	}
+	bin, err := redisserver.Binary()
+	if err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	dir := t.TempDir()
+	g := &grind{ctl: ctl, out: filepath.Join(dir, "callgrind.out")}
+	wrapper := filepath.Join(dir, "redis-server")
+	script := fmt.Sprintf("#!/bin/sh\nexec %q --tool=callgrind --callgrind-out-file=%q %q \"$@\"\n", vg, g.out, bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_REDIS_SERVER", wrapper)
+	return g
+}
+
+// zero sets the server's instruction count to 0 (nothing when g is nil).
+func (g *grind) zero(t *testing.T) {
+	t.Helper()
+	if g == nil {
+		return
+	}
+	if out, err := exec.Command(g.ctl, "-z", g.pid).CombinedOutput(); err != nil {
+		t.Fatalf("callgrind_control -z %s: %v: %s", g.pid, err, out)
+	}
+}
+
+// dump returns the instructions the server executed since zero, or -1
+// when g is nil.
+func (g *grind) dump(t *testing.T) int64 {
+	t.Helper()
+	if g == nil {
+		return -1
+	}
+	if out, err := exec.Command(g.ctl, "-d", g.pid).CombinedOutput(); err != nil {
+		t.Fatalf("callgrind_control -d %s: %v: %s", g.pid, err, out)
+	}
+	g.dumps++
+	file := g.out + "." + strconv.Itoa(g.dumps)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("callgrind dump: %v", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: summary %q: %v", file, v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s has no summary line", file)
+	return 0
 }
