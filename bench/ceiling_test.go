@@ -11,24 +11,14 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/internal/yardstick"
 )
 
-// bareGCRA is the least a GCRA decision can cost in Redis: TIME, GET the
-// theoretical arrival time, SET it back with a TTL. No argument checks, no
-// exact fractions, no reply beyond allowed (1) or denied (0). It is the
-// yardstick, not a limiter anyone should ship.
-//
-// KEYS[1] holds the TAT in µs; ARGV[1] is the emission interval T in µs,
-// ARGV[2] the tolerance burst×T in µs.
-const bareGCRA = `local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local nt = tat + tonumber(ARGV[1])
-if nt - now > tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[1], string.format('%d', nt), 'PX', math.floor((nt - now) / 1000) + 2)
-return 1
-`
+// bareGCRA is the least a GCRA decision can cost in Redis (TIME, GET,
+// SET with PX; no checks, no exact fractions, replying 1 or 0), the
+// script of the ceiling rows and of bare_script.
+const bareGCRA = yardstick.CeilingGCRA
 
 // The workload every throughput cell shares, as in the performance issue:
 // 10,000 identities, each limited to 100 per second with a burst of 100,
@@ -40,10 +30,7 @@ const (
 )
 
 // bareArgs are bareGCRA's ARGV for the shared workload.
-var bareArgs = []string{
-	strconv.Itoa(int(time.Second/time.Microsecond) / workRate),
-	strconv.Itoa(int(time.Second/time.Microsecond) / workRate * workBurst),
-}
+var bareArgs = yardstick.CeilingArgs(workRate, workBurst)
 
 // bareScript runs bareGCRA through rueidis (EVALSHA, EVAL on NOSCRIPT).
 func bareScript(c rueidis.Client) decide {

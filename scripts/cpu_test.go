@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/yardstick"
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -89,6 +90,8 @@ type cpuCase struct {
 	// part: not a limiter but a part of what one costs (the reply alone,
 	// TIME, ...), whose admissions are not counted.
 	part bool
+	// scalar: the script replies one integer, 1 when admitted.
+	scalar bool
 }
 
 // The parts of a decision, each measured as a script of its own: what the
@@ -195,6 +198,17 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 			}
 			return kv(scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: 1, Now: now, Limits: lims}))
 		}, src: source(t, "gcra_multi"), admitted: first},
+		// The bench's ceiling script (T and burst×T in whole µs, replying
+		// 1 or 0), then the same with gcra's six ARGV and four-number
+		// reply: the least any script keeping sluice's contract costs.
+		cpuCase{name: "the bench's ceiling script (2 ARGV, replies 1)", src: yardstick.CeilingGCRA, scalar: true, admitted: first,
+			call: func(id string, n int, now *int64) ([]string, []string) {
+				return []string{one(id)}, []string{strconv.FormatInt(hour, 10), strconv.FormatInt(q*hour, 10)}
+			}},
+		cpuCase{name: "the same with gcra's 6 ARGV and 4-number reply", src: yardstick.ContractGCRA, admitted: first,
+			call: func(id string, n int, now *int64) ([]string, []string) {
+				return []string{one(id)}, []string{strconv.FormatInt(hour, 10), strconv.FormatInt(q*hour, 10), strconv.FormatInt(q, 10), "1", "", ""}
+			}},
 		cpuCase{name: "ulule fixed window (INCRBY+PEXPIRE/PTTL)", src: incrWindow,
 			admitted: func(r []int64) bool { return r[0] <= cpuQuota },
 			call: func(id string, n int, now *int64) ([]string, []string) {
@@ -483,6 +497,11 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 						continue
 					}
 					reply, err := r.AsIntSlice()
+					if cc.scalar {
+						var n int64
+						n, err = r.AsInt64()
+						reply = []int64{n}
+					}
 					if err != nil {
 						t.Fatalf("%s (%s): %s: %v", cc.name, mode, part[i], err)
 					}
