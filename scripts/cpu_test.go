@@ -566,7 +566,8 @@ func grindServer(t *testing.T) *grind {
 	dir := t.TempDir()
 	g := &grind{ctl: ctl, out: filepath.Join(dir, "callgrind.out")}
 	wrapper := filepath.Join(dir, "redis-server")
-	script := fmt.Sprintf("#!/bin/sh\nexec %q --tool=callgrind --callgrind-out-file=%q %q \"$@\"\n", vg, g.out, bin)
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	script := "#!/bin/sh\nexec " + quote(vg) + " --tool=callgrind --callgrind-out-file=" + quote(g.out) + " " + quote(bin) + ` "$@"` + "\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
