@@ -30,7 +30,7 @@ const (
 )
 
 // bareArgs are bareGCRA's ARGV for the shared workload.
-var bareArgs = yardstick.CeilingArgs(workRate, workBurst)
+var bareArgs = yardstick.CeilingArgs(int64(time.Second/time.Microsecond)/workRate, workBurst)
 
 // bareScript runs bareGCRA through rueidis (EVALSHA, EVAL on NOSCRIPT).
 func bareScript(c rueidis.Client) decide {

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestRunOrder(t *testing.T) {
 	}
 	for _, tg := range targets {
 		for _, id := range []string{tg.num, tg.den} {
-			if !containsID(cells, id) {
+			if !slices.ContainsFunc(cells, func(c cell) bool { return c.id() == id }) {
 				add(id)
 			}
 		}
@@ -63,15 +64,6 @@ func TestRunOrder(t *testing.T) {
 	if len(one) != 1 || len(one[0]) != 1 {
 		t.Errorf("one cell: %v blocks", len(one))
 	}
-}
-
-func containsID(cells []cell, id string) bool {
-	for _, c := range cells {
-		if c.id() == id {
-			return true
-		}
-	}
-	return false
 }
 
 func cellIDs(cells []cell) []string {

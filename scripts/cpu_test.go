@@ -203,11 +203,11 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		// reply: the least any script keeping sluice's contract costs.
 		cpuCase{name: "the bench's ceiling script (2 ARGV, replies 1)", src: yardstick.CeilingGCRA, scalar: true, admitted: first,
 			call: func(id string, n int, now *int64) ([]string, []string) {
-				return []string{one(id)}, []string{strconv.FormatInt(hour, 10), strconv.FormatInt(q*hour, 10)}
+				return []string{one(id)}, yardstick.CeilingArgs(hour, q)
 			}},
 		cpuCase{name: "the same with gcra's 6 ARGV and 4-number reply", src: yardstick.ContractGCRA, admitted: first,
 			call: func(id string, n int, now *int64) ([]string, []string) {
-				return []string{one(id)}, []string{strconv.FormatInt(hour, 10), strconv.FormatInt(q*hour, 10), strconv.FormatInt(q, 10), "1", "", ""}
+				return []string{one(id)}, yardstick.ContractArgs(hour, q)
 			}},
 		cpuCase{name: "ulule fixed window (INCRBY+PEXPIRE/PTTL)", src: incrWindow,
 			admitted: func(r []int64) bool { return r[0] <= cpuQuota },
@@ -496,11 +496,14 @@ func runCPUCase(ctx context.Context, t *testing.T, c rueidis.Client, pid string,
 						}
 						continue
 					}
-					reply, err := r.AsIntSlice()
+					var reply []int64
+					var err error
 					if cc.scalar {
 						var n int64
 						n, err = r.AsInt64()
 						reply = []int64{n}
+					} else {
+						reply, err = r.AsIntSlice()
 					}
 					if err != nil {
 						t.Fatalf("%s (%s): %s: %v", cc.name, mode, part[i], err)

@@ -31,19 +31,18 @@ return 1
 // adds outside an algorithm's logic: the reply is the four numbers every
 // built-in script returns (allowed, remaining, retry_after, reset_after),
 // and the call carries gcra's six ARGV (ContractArgs: the ceiling's two,
-// then four it ignores, as many as limit, burst, cost and the optional
-// peek add), so no script keeping that contract can cost less.
+// then four it ignores, where gcra has its burst, cost, optional clock and
+// optional peek), so no script keeping that contract can cost less.
 var ContractGCRA = strings.NewReplacer("return 0", "return {0, 0, 0, 0}", "return 1\n", "return {1, 0, 0, 0}\n").Replace(CeilingGCRA)
 
-// CeilingArgs are CeilingGCRA's ARGV for rate decisions per second with
-// a burst of burst.
-func CeilingArgs(rate, burst int) []string {
-	t := 1_000_000 / rate
-	return []string{strconv.Itoa(t), strconv.Itoa(t * burst)}
+// CeilingArgs are CeilingGCRA's ARGV for an emission interval of t µs
+// (the period over the limit) and a burst of burst.
+func CeilingArgs(t, burst int64) []string {
+	return []string{strconv.FormatInt(t, 10), strconv.FormatInt(t*burst, 10)}
 }
 
-// ContractArgs are ContractGCRA's ARGV: CeilingArgs and four more, shaped
-// as gcra's are (two numbers and two unset optional arguments).
-func ContractArgs(rate, burst int) []string {
-	return append(CeilingArgs(rate, burst), strconv.Itoa(burst), "1", "", "")
+// ContractArgs are ContractGCRA's ARGV: CeilingArgs, then the burst, a
+// cost of 1 and two unset optional arguments, as gcra's are sent.
+func ContractArgs(t, burst int64) []string {
+	return append(CeilingArgs(t, burst), strconv.FormatInt(burst, 10), "1", "", "")
 }

@@ -14,10 +14,10 @@ func TestContractGCRA(t *testing.T) {
 	if back != CeilingGCRA {
 		t.Fatalf("ContractGCRA differs from CeilingGCRA beyond its replies:\n%s", ContractGCRA)
 	}
-	if got := CeilingArgs(100, 100); strings.Join(got, ",") != "10000,1000000" {
-		t.Errorf("CeilingArgs(100, 100) = %q", got)
+	if got := CeilingArgs(10000, 100); strings.Join(got, ",") != "10000,1000000" {
+		t.Errorf("CeilingArgs(10000, 100) = %q", got)
 	}
-	if got := ContractArgs(100, 100); len(got) != 6 || got[0] != "10000" || got[4] != "" || got[5] != "" {
-		t.Errorf("ContractArgs(100, 100) = %q", got)
+	if got := ContractArgs(10000, 100); len(got) != 6 || got[0] != "10000" || got[2] != "100" || got[3] != "1" || got[4] != "" || got[5] != "" {
+		t.Errorf("ContractArgs(10000, 100) = %q", got)
 	}
 }
