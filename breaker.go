@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// breakerState is the state of the circuit breaker guarding Redis.
+// breakerState is the state of the circuit breaker guarding one Redis node.
 type breakerState int32
 
 const (
 	breakerClosed   breakerState = iota // calls go to Redis
 	breakerOpen                         // calls skip Redis until the cooldown ends
-	breakerHalfOpen                     // one probe call goes to Redis
+	breakerHalfOpen                     // the Limiter's own probe (a PING) is out; calls still skip Redis
 )
 
 func (s breakerState) String() string {
@@ -26,22 +26,24 @@ func (s breakerState) String() string {
 	}
 }
 
-// breaker opens after threshold consecutive failures, lets one probe through
-// after cooldown, and closes again on the probe's success. A closed breaker
-// costs two atomic loads per call; while open, a decision costs a mutex and
-// a clock read instead of a Redis timeout.
+// breaker opens when its node is found down: threshold consecutive calls
+// that got no answer (a connection error), or at once when calls have
+// waited the silence timeout without any reply from the node. While it is
+// not closed, decisions skip the node; after each cooldown the Limiter
+// sends its own probe (a PING, never a caller's call), and a reply closes
+// the breaker again, as does any reply a call still in flight receives. A
+// closed breaker costs one atomic load per call.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
 	now       func() time.Time
-	onChange  func(from, to breakerState)
+	onChange  func(from, to breakerState) // called without the lock held
 
 	state    atomic.Int32 // breakerState; written under mu
-	failures atomic.Int32 // consecutive failures
+	failures atomic.Int32 // consecutive calls without an answer
 
 	mu       sync.Mutex
 	openedAt time.Time
-	probing  bool
 }
 
 func newBreaker(threshold int, cooldown time.Duration, now func() time.Time, onChange func(from, to breakerState)) *breaker {
@@ -50,79 +52,90 @@ func newBreaker(threshold int, cooldown time.Duration, now func() time.Time, onC
 
 func (b *breaker) off() bool { return b == nil || b.threshold <= 0 }
 
-// allow reports whether a call may go to Redis now, and whether it is the
-// probe of a half-open breaker.
+// allow reports whether a call may go to the node now. When it may not and
+// the cooldown has passed, probe is true for exactly one caller, which
+// starts the Limiter's probe (it does not wait for it).
 func (b *breaker) allow() (ok, probe bool) {
 	if b.off() || breakerState(b.state.Load()) == breakerClosed {
 		return true, false
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch breakerState(b.state.Load()) {
-	case breakerClosed:
+	st := breakerState(b.state.Load())
+	switch {
+	case st == breakerClosed:
+		b.mu.Unlock()
 		return true, false
-	case breakerOpen:
-		if b.now().Sub(b.openedAt) < b.cooldown {
-			return false, false
-		}
-		b.set(breakerHalfOpen)
-		b.probing = true
-		return true, true
-	default: // half-open: only the one probe
-		if b.probing {
-			return false, false
-		}
-		b.probing = true
-		return true, true
+	case st == breakerOpen && b.now().Sub(b.openedAt) >= b.cooldown:
+		b.mu.Unlock()
+		b.set(breakerOpen, breakerHalfOpen)
+		return false, true
 	}
+	b.mu.Unlock()
+	return false, false
 }
 
-// done records the outcome of a call that allow let through.
-func (b *breaker) done(ok bool) {
+// answered records that the node replied (to a call or to the probe): it
+// is alive, so the breaker closes.
+func (b *breaker) answered() {
 	if b.off() {
 		return
 	}
-	if ok {
-		if breakerState(b.state.Load()) == breakerClosed {
-			if b.failures.Load() != 0 {
-				b.failures.Store(0)
-			}
-			return
-		}
-		b.mu.Lock()
+	if b.failures.Load() != 0 {
 		b.failures.Store(0)
-		b.probing = false
-		b.set(breakerClosed)
-		b.mu.Unlock()
+	}
+	if breakerState(b.state.Load()) != breakerClosed {
+		b.set(-1, breakerClosed)
+	}
+}
+
+// unanswered records a call that got no answer (a connection error): the
+// threshold-th in a row opens the breaker. A failed probe opens it again.
+func (b *breaker) unanswered() {
+	if b.off() {
 		return
 	}
 	n := b.failures.Add(1)
-	if breakerState(b.state.Load()) == breakerClosed && n < b.threshold {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if st := breakerState(b.state.Load()); st == breakerHalfOpen || st == breakerClosed && b.failures.Load() >= b.threshold {
-		b.probing = false
-		b.openedAt = b.now()
-		b.set(breakerOpen)
+	switch breakerState(b.state.Load()) {
+	case breakerClosed:
+		if n >= b.threshold {
+			b.set(breakerClosed, breakerOpen)
+		}
+	case breakerHalfOpen:
+		b.set(breakerHalfOpen, breakerOpen)
 	}
 }
 
-// abandon records that a call allow let through ended without telling
-// whether Redis works (the caller gave up): nothing changes but that a
-// half-open breaker may send another probe.
-func (b *breaker) abandon() {
-	if b.off() || breakerState(b.state.Load()) == breakerClosed {
+// trip opens the breaker at once: the node has left calls unanswered for
+// the whole silence timeout.
+func (b *breaker) trip() {
+	if b.off() {
 		return
 	}
+	b.set(breakerClosed, breakerOpen)
+}
+
+// set moves the breaker from state from (any state when from is -1) to
+// state to, restarting the cooldown when it opens, and reports the change
+// outside the lock.
+func (b *breaker) set(from, to breakerState) {
 	b.mu.Lock()
-	b.probing = false
+	cur := breakerState(b.state.Load())
+	if cur == to || from >= 0 && cur != from {
+		b.mu.Unlock()
+		return
+	}
+	if to == breakerOpen {
+		b.openedAt = b.now()
+	}
+	b.state.Store(int32(to))
 	b.mu.Unlock()
+	if b.onChange != nil {
+		b.onChange(cur, to)
+	}
 }
 
 // retryAfter is the wait a fail-closed denial reports: the time until the
-// breaker lets a probe through, at least 1µs; the full cooldown when the
+// breaker next probes the node, at least 1µs; the full cooldown when the
 // breaker is not open; 1s when there is no breaker.
 func (b *breaker) retryAfter() time.Duration {
 	if b.off() {
@@ -134,18 +147,6 @@ func (b *breaker) retryAfter() time.Duration {
 		return b.cooldown
 	}
 	return max(ceilMicros(b.cooldown-b.now().Sub(b.openedAt)), time.Microsecond)
-}
-
-// set moves to state to; the caller holds mu.
-func (b *breaker) set(to breakerState) {
-	from := breakerState(b.state.Load())
-	if from == to {
-		return
-	}
-	b.state.Store(int32(to))
-	if b.onChange != nil {
-		b.onChange(from, to)
-	}
 }
 
 func (b *breaker) current() breakerState {

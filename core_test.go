@@ -51,6 +51,22 @@ func miniLimiter(t *testing.T, extra ...Option) (*Limiter, *miniredis.Miniredis,
 	return l, m, clk, sc
 }
 
+// settle waits until no probe of l's is out (probes run in the
+// background); it fails the test after 10s.
+func settle(t *testing.T, l *Limiter) {
+	t.Helper()
+	if _, ok := waitFor(10*time.Second, func() bool {
+		for _, n := range l.router.all() {
+			if n.probing.Load() {
+				return false
+			}
+		}
+		return true
+	}); !ok {
+		t.Fatal("a probe was still out after 10s")
+	}
+}
+
 // A limit's quota is one state whatever the call shape: AllowAll(a, b),
 // AllowAll(b, a) and Allow(a) spend the same quota of a, and Peek, Reset
 // and Key address it.
@@ -224,10 +240,11 @@ func TestExtend(t *testing.T) {
 	}
 }
 
-// A caller whose own deadline passes gets an error, and the breaker does
-// not move; a call cut short by the Limiter's own timeout is Redis's
-// failure and goes to the failure policy. Redis is paused (SIGSTOP) for
-// both, so no call can succeed whatever the machine's load.
+// A caller whose own deadline passes gets an error at its deadline, and
+// the breaker does not move; WithTimeout's bound on a node not yet silent
+// gives the failure policy's answer and leaves the breaker closed; a node
+// silent for the whole silence timeout opens it. Redis is paused (SIGSTOP)
+// throughout, so no call can succeed whatever the machine's load.
 func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	s := redisserver.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
@@ -236,15 +253,15 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	}
 	defer c.Close()
 	lim := Must(GCRA(10, time.Second, 10))
-	// The Limiter's timeout is longer than the callers' deadlines below. It
-	// is long (a minute) because a node that leaves calls unanswered for a
-	// whole timeout opens its breaker whoever gave up on them: on a loaded
-	// host the default (100ms) can pass while these callers wait.
-	l, err := New(c, WithBreaker(1, time.Hour), WithTimeout(time.Minute), WithLogger(nil))
+	// The silence timeout is a minute so that no loaded machine reaches it
+	// between the steps below: only the callers' deadlines are at stake.
+	l, err := New(c, WithBreaker(1, time.Hour), WithSilenceTimeout(time.Minute), WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
 	warm, _ := New(c, quiet...)
+	defer warm.Close()
 	if r, err := warm.Allow(context.Background(), "u", lim); err != nil || r.Degraded {
 		t.Fatalf("before the pause: %+v, %v", r, err)
 	}
@@ -273,23 +290,34 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 		t.Fatalf("a cancelled caller moved the breaker to %v", st)
 	}
 
-	own, err := New(c, WithBreaker(1, time.Hour), WithTimeout(20*time.Millisecond), WithLogger(nil))
+	// WithTimeout's bound: the policy answers this call; the node is not
+	// known to be gone, so the breaker stays closed.
+	bounded, err := New(c, WithBreaker(1, time.Hour), WithTimeout(20*time.Millisecond), WithSilenceTimeout(time.Minute), WithLogger(nil), WithFailurePolicy(FailOpen))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := own.Allow(context.Background(), "u", lim)
+	defer bounded.Close()
+	r, err := bounded.Allow(context.Background(), "u", lim)
 	if err != nil || !r.Degraded || !r.Allowed {
-		t.Fatalf("own timeout: %+v, %v; want a degraded fail-open admission", r, err)
+		t.Fatalf("WithTimeout's bound: %+v, %v; want a degraded fail-open admission", r, err)
 	}
-	if st := own.router.any.breaker.current(); st != breakerOpen {
-		t.Fatalf("own timeout left the breaker %v, want open", st)
+	if st := bounded.router.any.breaker.current(); st != breakerClosed {
+		t.Fatalf("WithTimeout's bound moved the breaker to %v", st)
 	}
-	// A caller deadline longer than the timeout: the timeout decides.
+	// The silence timeout: nothing came back for 50ms, so the node is
+	// gone as far as this Limiter knows, and its breaker opens.
+	silent, err := New(c, WithBreaker(1, time.Hour), WithSilenceTimeout(50*time.Millisecond), WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
 	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	own2, _ := New(c, WithBreaker(1, time.Hour), WithTimeout(20*time.Millisecond), WithLogger(nil))
-	if r, err := own2.Allow(ctx, "u", lim); err != nil || !r.Degraded {
-		t.Fatalf("timeout shorter than the caller's deadline: %+v, %v", r, err)
+	if r, err := silent.Allow(ctx, "u", lim); err != nil || !r.Degraded {
+		t.Fatalf("silent node: %+v, %v; want the policy's answer", r, err)
+	}
+	if st := silent.router.any.breaker.current(); st != breakerOpen {
+		t.Fatalf("silent node left the breaker %v, want open", st)
 	}
 	if !strings.Contains(ErrBreakerOpen.Error(), "circuit breaker open") {
 		t.Fatal(ErrBreakerOpen)
@@ -363,7 +391,7 @@ func TestHealth(t *testing.T) {
 	lim := Must(GCRA(10, time.Second, 10))
 	l.Allow(ctx, "u", lim)
 	h := l.Health()
-	if len(h.Nodes) != 1 || h.Nodes[0].Addr != "redis" || h.Nodes[0].Breaker != "closed" || h.Nodes[0].LastReply.IsZero() || h.Nodes[0].Timeout != time.Minute {
+	if len(h.Nodes) != 1 || h.Nodes[0].Addr != "redis" || h.Nodes[0].Breaker != "closed" || h.Nodes[0].LastReply.IsZero() {
 		t.Fatalf("after a call: %+v", h)
 	}
 	sc.fail.Store(true)
@@ -374,7 +402,8 @@ func TestHealth(t *testing.T) {
 	}
 	sc.fail.Store(false)
 	clk.add(time.Minute)
-	l.Allow(ctx, "u", lim) // the probe closes it
+	l.Health() // the cooldown has passed: Health starts the probe, whose reply closes the breaker
+	settle(t, l)
 	if err := l.Health().Err(); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}

@@ -760,7 +760,7 @@ func TestFaultShardPaused(t *testing.T) {
 	}
 	defer c.Close()
 	rec := newRecorder()
-	l, err := New(c, WithLogger(nil), WithDenialCache(0), WithMeterProvider(rec), WithAdaptiveTimeout(time.Second, 2*time.Second))
+	l, err := New(c, WithLogger(nil), WithDenialCache(0), WithMeterProvider(rec), WithSilenceTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

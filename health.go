@@ -26,10 +26,11 @@ type NodeHealth struct {
 	// Breaker is "closed" (calls go to the node), "open" (the failure
 	// policy decides without asking it) or "half-open" (one probe is out).
 	Breaker string
-	// LastReply is when the node last answered a call; zero if never.
+	// LastReply is when the node last answered a call or the Limiter's
+	// probe; zero if never.
 	LastReply time.Time
-	// Timeout is the deadline the next call to the node gets.
-	Timeout time.Duration
+	// InFlight is the number of calls waiting on the node now.
+	InFlight int64
 }
 
 // ErrUnhealthy means at least one Redis node's circuit breaker is not
@@ -37,11 +38,17 @@ type NodeHealth struct {
 // policy. Health.Err wraps it, naming the nodes.
 var ErrUnhealthy = errors.New("sluice: Redis unavailable")
 
-// Health reports the state of every Redis node the Limiter knows.
+// Health reports the state of every Redis node the Limiter knows. For a
+// node whose breaker's cooldown has passed it starts the Limiter's probe
+// (in the background), so that a readiness check sees the node come back
+// even while no traffic reaches it.
 func (l *Limiter) Health() Health {
 	h := Health{Policy: l.cfg.policy}
 	for _, n := range l.router.all() {
-		nh := NodeHealth{Addr: n.addr, Breaker: n.breaker.current().String(), Timeout: l.timeoutFor(n, false)}
+		if ok, probe := n.breaker.allow(); !ok && probe {
+			l.probe(n) // a readiness check with no traffic still sees the node come back
+		}
+		nh := NodeHealth{Addr: n.addr, Breaker: n.breaker.current().String(), InFlight: n.inflight.Load()}
 		if ns := n.lastReply.Load(); ns > 0 {
 			nh.LastReply = time.Unix(0, ns)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,9 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 	req := l.acquireRequest(&lease, true)
 	res, err := l.run(ctx, &req)
 	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("sluice: extend %s: %w (the renewal may still be made: the lease ends at its old expiry or the new one)", lease.key, err)
+		}
 		return Result{}, fmt.Errorf("sluice: extend %s: %w (the lease expires at its old time)", lease.key, err)
 	}
 	return res, nil
@@ -81,19 +85,16 @@ func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
 	if renew {
 		kind = callRenew
 	}
-	return request{kind: kind, call: call, decode: decodeAcquire, lim: lease.limit, key: lease.key, lease: lease}
+	return request{kind: kind, call: call, decode: decodeAcquire, lim: lease.limit, key: lease.key, holder: lease.ID, lease: lease}
 }
 
 // degradeAcquire is the failure policy's decision for an Acquire.
 func (l *Limiter) degradeAcquire(req *request) Result {
+	// Nothing is held in Redis for this lease: a call that was sent is
+	// still in flight, and if it takes the slot there the flight gives it
+	// back (reconcile).
 	lease := req.lease
-	lease.local = true // nothing known to be held in Redis
-	if req.cause != ErrBreakerOpen {
-		// The call may have reached Redis and taken the slot although
-		// its reply never came: give it back there once Redis answers,
-		// or it would stay taken for the whole lease.
-		l.undos.add(l, lease.key, lease.ID, lease.limit)
-	}
+	lease.local = true
 	switch l.cfg.policy {
 	case FailLocal:
 		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
@@ -105,9 +106,11 @@ func (l *Limiter) degradeAcquire(req *request) Result {
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
 // one already released or expired, does nothing. Release is never refused
-// by the circuit breaker. An error means Redis could not be reached: the
-// Limiter retries in the background until Redis answers or the lease would
-// have expired anyway.
+// by the circuit breaker, and a caller's context that has ended or ends
+// does not stop it: the release is sent and completed in the background,
+// and the error says so. When Redis cannot be reached the Limiter retries
+// in the background until Redis answers, the lease would have expired
+// anyway, or Close.
 func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		return nil
@@ -118,29 +121,30 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		}
 		return nil
 	}
-	if err := l.release(ctx, lease.key, lease.ID, lease.limit); err != nil {
-		if ctx.Err() == nil {
-			l.undos.add(l, lease.key, lease.ID, lease.limit)
-		}
-		return fmt.Errorf("sluice: release %s: %w (retried in the background; at the latest the lease expires after %v)", lease.key, err, lease.limit.Period)
-	}
-	return nil
-}
-
-// release removes holder id from key in Redis, bypassing the breaker.
-func (l *Limiter) release(ctx context.Context, key, id string, lim Limit) error {
-	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: key},
-		scripts.ConcurrencyReleaseArgs{ID: id, Now: l.nowArg()})
-	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lim, key: key}
+	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
+		scripts.ConcurrencyReleaseArgs{ID: lease.ID, Now: l.nowArg()})
+	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lease.limit, key: lease.key, holder: lease.ID}
 	_, err := l.run(ctx, &req)
-	return err
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClosed):
+		return fmt.Errorf("sluice: release %s: %w (the lease expires after %v)", lease.key, err, lease.limit.Period)
+	case ctx.Err() != nil:
+		// The flight goes on without the caller, and retries if it fails.
+		return fmt.Errorf("sluice: release %s: %w (the release goes on in the background)", lease.key, err)
+	}
+	l.giveBack(lease.key, lease.ID, lease.limit)
+	return fmt.Errorf("sluice: release %s: %w (retried in the background; at the latest the lease expires after %v)", lease.key, err, lease.limit.Period)
 }
 
-// undoQueue gives back, in the background, slots that Acquires whose
-// replies never came may have taken in Redis. One goroutine drains it while
-// it has work and then exits; each entry is retried until it succeeds or
-// its lease would have expired anyway. When the queue is full an entry is
-// dropped and its slot comes back when the lease expires.
+// undoQueue holds the releases still to get through: leases taken in Redis
+// for callers who had gone (reconcile), and releases that Redis did not
+// answer. One goroutine drains it while it has work and then exits; each
+// entry is retried, with a growing pause while Redis does not answer,
+// until it gets through, its lease would have expired anyway (on the
+// Limiter's clock), or Close. When the queue is full an entry is dropped
+// and its slot comes back when the lease expires.
 type undoQueue struct {
 	ch      chan undo
 	running atomic.Bool
@@ -149,39 +153,51 @@ type undoQueue struct {
 type undo struct {
 	key, id string
 	limit   Limit
-	until   time.Time // the lease's end at the latest: nothing to give back after it
+	until   time.Time // the lease's end at the latest, on the Limiter's clock: nothing to give back after it
 }
 
 func newUndoQueue() *undoQueue { return &undoQueue{ch: make(chan undo, 4096)} }
 
-func (q *undoQueue) add(l *Limiter, key, id string, lim Limit) {
+// giveBack queues the release of holder id from key.
+func (l *Limiter) giveBack(key, id string, lim Limit) {
+	q := l.undos
 	select {
-	case q.ch <- undo{key: key, id: id, limit: lim, until: time.Now().Add(lim.Period)}:
+	case q.ch <- undo{key: key, id: id, limit: lim, until: l.now().Add(lim.Period)}:
 	default:
 		return
 	}
-	if q.running.CompareAndSwap(false, true) {
-		go q.drain(l)
+	if q.running.CompareAndSwap(false, true) && !l.goroutines.start(l.drainUndos) {
+		q.running.Store(false)
 	}
 }
 
-func (q *undoQueue) drain(l *Limiter) {
+func (l *Limiter) drainUndos() {
+	q := l.undos
+	ctx := l.goroutines.ctx
+	pause := 10 * time.Millisecond
 	for {
 		select {
 		case u := <-q.ch:
-			if !time.Now().Before(u.until) {
+			if !l.now().Before(u.until) {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.timeoutMax, time.Second))
-			err := l.release(ctx, u.key, u.id, u.limit)
-			cancel()
-			if err != nil {
-				select {
-				case q.ch <- u: // try again after the others
-				default:
-				}
-				time.Sleep(50 * time.Millisecond)
+			call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: u.key},
+				scripts.ConcurrencyReleaseArgs{ID: u.id, Now: l.nowArg()})
+			req := request{kind: callRelease, call: call, decode: decodeRelease, lim: u.limit, key: u.key, holder: u.id}
+			_, err := l.run(ctx, &req)
+			if err == nil {
+				pause = 10 * time.Millisecond
+				continue
 			}
+			select {
+			case q.ch <- u: // try again after the others
+			default:
+			}
+			if !sleepCtx(ctx, pause) {
+				q.running.Store(false)
+				return
+			}
+			pause = min(2*pause, time.Second)
 		default:
 			q.running.Store(false)
 			if len(q.ch) == 0 || !q.running.CompareAndSwap(false, true) {

@@ -22,8 +22,12 @@ type Limiter struct {
 	router  *router          // the Redis node of each key, each with its own breaker
 	local   *localFallback
 	denials *denialCache // nil: off
-	undos   *undoQueue   // slots timed-out Acquires may have taken in Redis
+	undos   *undoQueue   // releases still to get through: leases callers left or could not give back
 	metrics *metrics     // nil: no metrics
+
+	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
+	idle       chan *flight   // fliers waiting for a flight to send
+	deadlines  sharedDeadline // the bound of calls in flight
 }
 
 // New returns a Limiter over client. For a real Redis, rueidis' client-side
@@ -35,13 +39,12 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	}
 	cfg := config{
 		prefix:           "sluice",
-		adaptive:         true,
-		timeoutMin:       100 * time.Millisecond,
-		timeoutMax:       time.Second,
+		silence:          time.Second,
 		breakerThreshold: 5,
-		breakerCooldown:  time.Second,
+		breakerCooldown:  250 * time.Millisecond,
 		policy:           FailLocal,
 		replicas:         1,
+		localEntries:     defaultLocalEntries,
 		denialCache:      10_000,
 	}
 	for _, o := range opts {
@@ -59,12 +62,13 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue()}
+	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines(), idle: make(chan *flight)}
+	l.deadlines.root = l.goroutines.ctx
 	if l.now == nil {
 		l.now = time.Now
 	}
-	l.router = newRouter(client, func(addr string) *node {
-		n := &node{addr: addr}
+	l.router = newRouter(client, l.goroutines, func(addr string) *node {
+		n := &node{addr: addr, probe: l.ping(addr)}
 		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
 			m.transition(addr, to)
 			switch to {
@@ -78,7 +82,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		return n
 	})
 	if cfg.policy == FailLocal {
-		l.local = newLocalFallback(cfg.replicas)
+		l.local = newLocalFallback(cfg.replicas, cfg.localEntries)
 	}
 	if cfg.denialCache > 0 {
 		l.denials = newDenialCache(cfg.denialCache)
@@ -193,19 +197,8 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 		return err
 	}
 	k := l.Key(identity, lim)
-	// A reset is no decision: it gets the fixed timeout, or the adaptive
-	// one's upper bound.
-	t := l.cfg.timeoutMin
-	if l.cfg.adaptive {
-		t = l.cfg.timeoutMax
-	}
-	cctx := ctx
-	if t > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	if err := l.client.Do(cctx, l.client.B().Del().Key(k).Build()).Error(); err != nil {
+	req := request{kind: callReset, lim: lim, key: k, keys: []string{k}, decode: decodeReset}
+	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: reset %s: %w", k, err)
 	}
 	if l.local != nil {
@@ -214,6 +207,8 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	l.denials.forget(k)
 	return nil
 }
+
+func decodeReset(r rueidis.RedisResult) (decision, error) { return decision{}, r.Error() }
 
 func checkCost(cost int64) error {
 	if cost < 0 || cost > MaxCost {

@@ -339,12 +339,21 @@ func TestFailurePolicies(t *testing.T) {
 		if !strings.Contains(logs.String(), "circuit breaker open") {
 			t.Fatalf("%s: breaker opening not logged: %q", name, logs.String())
 		}
-		// Once the cooldown passes, one probe goes out; Redis still fails, so it reopens.
+		// Once the cooldown passes, the Limiter sends one probe of its own
+		// (a PING) while the callers are answered by the policy; Redis
+		// still fails, so the breaker opens again.
 		clk.add(time.Second)
-		l.Allow(ctx, "id", lim)
-		l.Allow(ctx, "id", lim)
+		for range 2 {
+			if r, _ := l.Allow(ctx, "id", lim); !r.Degraded || r.Allowed != tc.wantAllow[0] && name != "fail-local" {
+				t.Fatalf("%s: call after the cooldown: %+v", name, r)
+			}
+		}
+		settle(t, l)
 		if n := fc.calls.Load(); n != 4 {
 			t.Fatalf("%s: %d calls after the cooldown, want exactly one probe (4)", name, n)
+		}
+		if st := l.router.any.breaker.current(); st != breakerOpen {
+			t.Fatalf("%s: breaker %v after a failed probe, want open", name, st)
 		}
 	}
 
@@ -358,11 +367,15 @@ func TestFailurePolicies(t *testing.T) {
 	l.client = base
 	clk.add(time.Second)
 	clk.set(m)
-	if r, _ := l.Allow(ctx, "id", lim); r.Degraded || !r.Allowed {
-		t.Fatalf("probe: %+v", r)
+	if r, _ := l.Allow(ctx, "id", lim); !r.Degraded {
+		t.Fatalf("the call that starts the probe waits for nothing: %+v", r)
 	}
+	settle(t, l)
 	if l.router.any.breaker.current() != breakerClosed {
 		t.Fatal("breaker not closed after a good probe")
+	}
+	if r, _ := l.Allow(ctx, "id", lim); r.Degraded || !r.Allowed {
+		t.Fatalf("after the probe: %+v", r)
 	}
 }
 
@@ -378,7 +391,9 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 		t.Fatal("a caller's cancellation must not count against Redis")
 	}
 
-	// Nor for it: a cancelled probe leaves an open breaker open.
+	// While the breaker is open a cancelled caller still gets its own
+	// error, and the probe is the Limiter's, not a caller's call: the
+	// caller's cancellation cannot cut it short.
 	fc := &failingClient{Client: miniClient(t, m)}
 	clk := newClock(time.Unix(1_800_000_000, 0))
 	l, _ = New(fc, WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
@@ -386,14 +401,17 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	l.Allow(context.Background(), "id", lim)
 	clk.add(time.Second)
 	if _, err := l.Allow(ctx, "id", lim); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled probe: %v", err)
+		t.Fatalf("cancelled caller with the breaker open: %v", err)
 	}
-	if st := l.router.any.breaker.current(); st == breakerClosed {
-		t.Fatal("a cancelled probe closed the breaker")
+	if r, err := l.Allow(context.Background(), "id", lim); err != nil || !r.Degraded {
+		t.Fatalf("call after the cooldown: %+v, %v; want the policy's answer at once", r, err)
 	}
-	l.Allow(context.Background(), "id", lim) // the next call may probe again
-	if n := fc.calls.Load(); n != 3 {
-		t.Fatalf("%d calls reached the client, want 3 (failure, cancelled probe, new probe)", n)
+	settle(t, l)
+	if n := fc.calls.Load(); n != 2 {
+		t.Fatalf("%d commands reached the client, want 2 (the failure, the probe's PING)", n)
+	}
+	if st := l.router.any.breaker.current(); st != breakerOpen {
+		t.Fatalf("breaker %v after a failed probe, want open", st)
 	}
 }
 

@@ -1,27 +1,58 @@
 package sluice
 
 import (
+	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
 
+// localShards is the number of independently locked parts of the local
+// fallback: degraded decisions on different identities rarely share a lock.
+const localShards = 64
+
+// defaultLocalEntries bounds the local fallback by default: 2^20 states.
+const defaultLocalEntries = 1 << 20
+
 // localFallback is the in-process quota used by the FailLocal policy while
-// Redis is unreachable. Each replica admits its share of every limit
+// Redis cannot decide. Each replica admits its share of every limit
 // (Rate/replicas per Period, burst likewise, at least 1) with a GCRA kept in
 // memory, so the fleet as a whole stays near the configured quota without
 // any shared state. Concurrency limits count this process's holders only,
 // and each local lease expires after the limit's Period like a Redis one.
+//
+// Memory is bounded: each shard keeps at most perShard states, by the
+// 64-bit hash of their key (two keys whose hashes collide share one state,
+// which only ever admits less). A shard that is full first drops states
+// that have expired (nothing to remember); failing that, the one of a few
+// sampled that is closest to empty, and raises the shard's floor to it: a
+// key not found starts at the floor, so a dropped identity seen again is
+// never fresher than it was, and no limit is exceeded because of the bound.
 type localFallback struct {
 	replicas int64
-
-	mu        sync.Mutex
-	tat       map[string]time.Time            // GCRA theoretical arrival time per key
-	leases    map[string]map[string]time.Time // concurrency: key → holder ID → lease expiry
-	lastSweep time.Time
+	perShard int
+	seed     maphash.Seed
+	shards   [localShards]localShard
 }
 
-func newLocalFallback(replicas int) *localFallback {
-	return &localFallback{replicas: int64(max(replicas, 1)), tat: map[string]time.Time{}, leases: map[string]map[string]time.Time{}}
+type localShard struct {
+	mu      sync.Mutex
+	tat     map[uint64]int64 // GCRA theoretical arrival time (UnixNano, the Limiter's clock) by key hash
+	floor   int64            // the latest future TAT dropped to keep the bound: the TAT of keys not found
+	leases  map[uint64]map[string]int64
+	holders int // leases held in this shard
+}
+
+func newLocalFallback(replicas, entries int) *localFallback {
+	if entries <= 0 {
+		entries = defaultLocalEntries
+	}
+	f := &localFallback{replicas: int64(max(replicas, 1)), perShard: max(entries/localShards, 1), seed: maphash.MakeSeed()}
+	for i := range f.shards {
+		f.shards[i].tat = map[uint64]int64{}
+		f.shards[i].leases = map[uint64]map[string]int64{}
+	}
+	return f
 }
 
 // share is this replica's part of n, at least 1.
@@ -41,31 +72,63 @@ func (f *localFallback) gcraOf(lim Limit) (interval, tolerance time.Duration, bu
 	return interval, interval * time.Duration(burst), burst
 }
 
+func (f *localFallback) hash(key string) (uint64, *localShard) {
+	h := maphash.String(f.seed, key)
+	return h, &f.shards[h%localShards]
+}
+
+// lock locks the shards of hashes in ascending order (each once) and
+// returns the unlock.
+func (f *localFallback) lock(hashes []uint64) func() {
+	var buf [16]int
+	idx := buf[:0]
+	for _, h := range hashes {
+		idx = append(idx, int(h%localShards))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		f.shards[i].mu.Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			f.shards[i].mu.Unlock()
+		}
+	}
+}
+
 // decide admits cost against every limit, each under its key, or against
 // none (all-or-nothing, like AllowAll in Redis). With peek it charges
 // nothing and reports what the decision would be. The Result is the
 // binding limit's: the one denying with the longest wait (RetryNever
 // first), or when allowed the one with the least remaining.
 func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek bool, now time.Time) Result {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sweep(now)
+	var hbuf [16]uint64
+	var tbuf [16]time.Time
+	hashes, tats := hbuf[:0], tbuf[:0]
+	for _, k := range keys {
+		h, _ := f.hash(k)
+		hashes = append(hashes, h)
+	}
+	unlock := f.lock(hashes)
+	defer unlock()
 	var bind Result
 	allowed := true
-	tats := make([]time.Time, len(lims))
 	for i, lim := range lims {
 		interval, tolerance, burst := f.gcraOf(lim)
-		tat := f.tat[keys[i]]
+		tat := f.shards[hashes[i]%localShards].get(hashes[i])
 		if tat.Before(now) {
 			tat = now
 		}
-		tats[i] = tat
+		tats = append(tats, tat)
 		r := Result{Limit: lim, Degraded: true, Allowed: true}
-		switch wait := tat.Add(interval*time.Duration(cost)).Sub(now) - tolerance; {
+		switch {
 		case cost > burst:
 			r.Allowed, r.RetryAfter = false, RetryNever
-		case wait > 0:
-			r.Allowed, r.RetryAfter = false, max(ceilMicros(wait), time.Microsecond)
+		default:
+			if wait := tat.Add(interval*time.Duration(cost)).Sub(now) - tolerance; wait > 0 {
+				r.Allowed, r.RetryAfter = false, max(ceilMicros(wait), time.Microsecond)
+			}
 		}
 		if !r.Allowed {
 			r.Remaining = remainingAt(tat, now, tolerance, interval)
@@ -83,7 +146,7 @@ func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek boo
 		interval, tolerance, _ := f.gcraOf(lim)
 		tat := tats[i].Add(interval * time.Duration(cost))
 		if cost > 0 && !peek {
-			f.tat[keys[i]] = tat
+			f.shards[hashes[i]%localShards].put(hashes[i], tat.UnixNano(), now.UnixNano(), f.perShard)
 		}
 		r := Result{Allowed: true, Limit: lim, Degraded: true,
 			Remaining: remainingAt(tat, now, tolerance, interval), ResetAfter: ceilMicros(tat.Sub(now))}
@@ -92,6 +155,46 @@ func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek boo
 		}
 	}
 	return bind
+}
+
+// get is the TAT of h: its own, or the shard's floor when it has none.
+func (s *localShard) get(h uint64) time.Time {
+	if t, ok := s.tat[h]; ok {
+		return time.Unix(0, t)
+	}
+	return time.Unix(0, s.floor)
+}
+
+// put stores h's TAT, making room within the bound first.
+func (s *localShard) put(h uint64, tat, now int64, bound int) {
+	if _, ok := s.tat[h]; !ok && len(s.tat) >= bound {
+		s.evict(now)
+	}
+	s.tat[h] = tat
+}
+
+// evict drops the expired states among a few (map order is random), or
+// else the sampled state nearest to empty, raising the floor to its TAT.
+func (s *localShard) evict(now int64) {
+	const sample = 8
+	var victim uint64
+	least, seen, dropped := int64(0), 0, false
+	for h, t := range s.tat {
+		if t <= now {
+			delete(s.tat, h)
+			dropped = true
+		} else if seen == 0 || t < least {
+			victim, least = h, t
+		}
+		if seen++; seen >= sample {
+			break
+		}
+	}
+	if dropped || seen == 0 {
+		return
+	}
+	delete(s.tat, victim)
+	s.floor = max(s.floor, least)
 }
 
 func remainingAt(tat, now time.Time, tolerance, interval time.Duration) int64 {
@@ -103,95 +206,103 @@ func remainingAt(tat, now time.Time, tolerance, interval time.Duration) int64 {
 }
 
 // acquire takes (or, for a holder that has one, renews) a local
-// concurrency slot for id until now + lim.Period.
+// concurrency slot for id until now + lim.Period. A shard holding its bound
+// of leases takes no new holder: the request is denied, which keeps the
+// limit.
 func (f *localFallback) acquire(key, id string, lim Limit, now time.Time) Result {
 	n := f.share(lim.Rate)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sweep(now)
-	held := f.live(key, now)
+	h, s := f.hash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.live(h, now.UnixNano())
 	res := Result{Limit: lim, Degraded: true}
-	if _, mine := held[id]; !mine && int64(len(held)) >= n {
-		first := time.Time{}
-		for _, exp := range held {
-			if first.IsZero() || exp.Before(first) {
-				first = exp
+	_, mine := held[id]
+	if !mine && (int64(len(held)) >= n || s.holders >= f.perShard) {
+		first := now.Add(time.Second).UnixNano() // a full shard with no holder here: try again in 1s
+		if len(held) > 0 {
+			first = 0
+			for _, exp := range held {
+				if first == 0 || exp < first {
+					first = exp
+				}
 			}
 		}
-		res.RetryAfter = max(ceilMicros(first.Sub(now)), time.Microsecond)
-		res.Remaining = 0
-		res.ResetAfter = ceilMicros(lastExpiry(held).Sub(now))
+		res.RetryAfter = max(ceilMicros(time.Unix(0, first).Sub(now)), time.Microsecond)
+		res.ResetAfter = max(ceilMicros(time.Unix(0, lastExpiry(held)).Sub(now)), 0)
 		return res
 	}
 	if held == nil {
-		held = map[string]time.Time{}
-		f.leases[key] = held
+		held = map[string]int64{}
+		s.leases[h] = held
 	}
-	held[id] = now.Add(lim.Period)
+	if !mine {
+		s.holders++
+	}
+	held[id] = now.Add(lim.Period).UnixNano()
 	res.Allowed = true
 	res.Remaining = n - int64(len(held))
-	res.ResetAfter = ceilMicros(lastExpiry(held).Sub(now))
+	res.ResetAfter = ceilMicros(time.Unix(0, lastExpiry(held)).Sub(now))
 	return res
 }
 
 // release gives a local concurrency slot back.
 func (f *localFallback) release(key, id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if held := f.leases[key]; held != nil {
-		delete(held, id)
+	h, s := f.hash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held := s.leases[h]; held != nil {
+		if _, ok := held[id]; ok {
+			delete(held, id)
+			s.holders--
+		}
 		if len(held) == 0 {
-			delete(f.leases, key)
+			delete(s.leases, h)
 		}
 	}
 }
 
-// live returns key's holders after dropping expired leases.
-func (f *localFallback) live(key string, now time.Time) map[string]time.Time {
-	held := f.leases[key]
+// live returns h's holders after dropping expired leases.
+func (s *localShard) live(h uint64, now int64) map[string]int64 {
+	held := s.leases[h]
 	for id, exp := range held {
-		if !exp.After(now) {
+		if exp <= now {
 			delete(held, id)
+			s.holders--
 		}
 	}
 	if held != nil && len(held) == 0 {
-		delete(f.leases, key)
+		delete(s.leases, h)
 		return nil
 	}
 	return held
 }
 
-func lastExpiry(held map[string]time.Time) time.Time {
-	var last time.Time
+func lastExpiry(held map[string]int64) int64 {
+	var last int64
 	for _, exp := range held {
-		if exp.After(last) {
-			last = exp
-		}
+		last = max(last, exp)
 	}
 	return last
 }
 
-// sweep drops idle GCRA entries and expired leases once a minute so memory
-// stays bounded by the keys active in the last minute or so.
-func (f *localFallback) sweep(now time.Time) {
-	if now.Sub(f.lastSweep) < time.Minute {
-		return
-	}
-	f.lastSweep = now
-	for k, tat := range f.tat {
-		if !tat.After(now) {
-			delete(f.tat, k)
-		}
-	}
-	for k := range f.leases {
-		f.live(k, now)
-	}
-}
-
 // forget drops key's local state (Reset).
 func (f *localFallback) forget(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.tat, key)
-	delete(f.leases, key)
+	h, s := f.hash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tat, h)
+	s.holders -= len(s.leases[h])
+	delete(s.leases, h)
+}
+
+// size is the number of states and leases held, for tests.
+func (f *localFallback) size() (states, leases int) {
+	for i := range f.shards {
+		s := &f.shards[i]
+		s.mu.Lock()
+		states += len(s.tat)
+		leases += s.holders
+		s.mu.Unlock()
+	}
+	return states, leases
 }

@@ -24,7 +24,10 @@ const (
 	MetricDuration = "sluice.decision.duration"
 	// MetricRedisFailures counts decisions Redis could not make
 	// ({failure}); attributes sluice.limit, sluice.algorithm, and
-	// sluice.failure: "timeout", "breaker_open" or "error".
+	// sluice.failure: "timeout" (the node was silent for the whole
+	// silence timeout, or WithTimeout's bound passed), "breaker_open" or
+	// "error" (a connection error, or an error reply other than a
+	// script's refusal of its arguments or WRONGTYPE).
 	MetricRedisFailures = "sluice.redis.failures"
 	// MetricBreakerTransitions counts circuit breaker state changes
 	// ({transition}); attributes sluice.node (the Redis primary's
@@ -43,6 +46,14 @@ const (
 	// reported from its breaker's first state change on; a node missing
 	// has never left the closed state.
 	MetricBreakerState = "sluice.breaker.state"
+	// MetricLateCharges counts charges Redis made for calls whose caller
+	// had its answer already ({charge}): the caller gave up, or the
+	// failure policy answered it while the call was still out (a silent
+	// node, or WithTimeout's bound). The charge stays in Redis, so the
+	// quota it spent is never admitted twice; this is the measure of
+	// quota spent without an admission. Attributes sluice.limit,
+	// sluice.algorithm.
+	MetricLateCharges = "sluice.late_charges"
 	// MetricScriptReloads counts NOSCRIPT replies, each answered by
 	// sending the script with EVAL ({reload}): after a restart, a failover
 	// or SCRIPT FLUSH, once per script and connection that meets it.
@@ -70,6 +81,7 @@ type metrics struct {
 	breaker   metric.Int64Counter
 	cacheHits metric.Int64Counter
 	reloads   metric.Int64Counter
+	late      metric.Int64Counter
 
 	mu      sync.RWMutex
 	sets    map[setKey]*limitSets
@@ -164,6 +176,10 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("NOSCRIPT replies answered by sending the script with EVAL."), metric.WithUnit("{reload}")); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricScriptReloads, err)
 	}
+	if m.late, err = meter.Int64Counter(MetricLateCharges,
+		metric.WithDescription("Charges Redis made for calls whose caller had its answer already."), metric.WithUnit("{charge}")); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricLateCharges, err)
+	}
 	if _, err = meter.Int64ObservableGauge(MetricBreakerState,
 		metric.WithDescription("Circuit breaker state per Redis node: 0 closed, 1 half-open, 2 open."), metric.WithUnit("{state}"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -194,13 +210,21 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 		return
 	}
 	kind := "error"
-	switch {
-	case err == ErrBreakerOpen:
+	switch err {
+	case ErrBreakerOpen:
 		kind = "breaker_open"
-	case isTimeout(err):
+	case errSilent, errTimeout:
 		kind = "timeout"
 	}
 	m.failures.Add(ctx, 1, m.setsOf(lim).failure[kind]...)
+}
+
+// lateCharge records a charge made for a caller who had its answer already.
+func (m *metrics) lateCharge(lim Limit) {
+	if m == nil {
+		return
+	}
+	m.late.Add(context.Background(), 1, m.setsOf(lim).limit...)
 }
 
 // cacheHit records a denial answered by the denial cache.

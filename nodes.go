@@ -14,79 +14,65 @@ import (
 	"github.com/sluice-go/sluice/internal/keyslot"
 )
 
-// node is one Redis primary as the Limiter sees it: its circuit breaker,
-// when it last answered, and how long its answers take. On a cluster each
+// node is one Redis primary as the Limiter sees it: its circuit breaker
+// and what the Limiter itself knows of its liveness (when it last replied
+// to anything, and since when calls have waited on it). On a cluster each
 // primary has its own, so a dead shard costs its own identities the failure
 // policy and leaves the other shards' alone.
 type node struct {
-	addr      string
-	breaker   *breaker
-	lastReply atomic.Int64 // UnixNano of the last reply this node gave to any call
-	latency   latency
-	deadlines sharedDeadline
+	addr    string
+	breaker *breaker
+	// probe is the Limiter's own liveness probe of the node (a PING).
+	probe func(context.Context) error
 
-	inflight     atomic.Int64 // calls of ours waiting on the node
-	waitingSince atomic.Int64 // UnixNano since which calls have waited on the node with no reply; 0: none waiting
-}
-
-// replied records an answer from the node, at now, to a call that took d.
-func (n *node) replied(now time.Time, d time.Duration) {
-	n.lastReply.Store(now.UnixNano())
-	if n.waitingSince.Load() != 0 {
-		n.waitingSince.Store(0)
-	}
-	n.latency.observe(d)
+	lastReply atomic.Int64 // UnixNano of the last reply the node gave to any call or probe
+	inflight  atomic.Int64 // calls of ours waiting on the node
+	busySince atomic.Int64 // UnixNano since which calls have waited on it without a break; 0: none waiting
+	probing   atomic.Bool
 }
 
 // sending records that a call goes to the node at t; finished must follow.
 func (n *node) sending(t time.Time) {
-	n.inflight.Add(1)
-	n.waitingSince.CompareAndSwap(0, t.UnixNano())
+	if n.inflight.Add(1) == 1 {
+		n.busySince.Store(t.UnixNano())
+	}
 }
 
-// finished records that a call stopped waiting on the node, answered or not.
-func (n *node) finished() {
+// finished records that a call stopped waiting on the node at t, with a
+// reply (of any kind, errors included) or without one.
+func (n *node) finished(t time.Time, reply bool) {
+	if reply {
+		n.replied(t)
+	}
 	if n.inflight.Add(-1) == 0 {
-		n.waitingSince.Store(0)
+		n.busySince.Store(0)
 	}
 }
 
-// silentFor reports whether calls have waited on the node for at least d
-// without the node answering any of them: whoever gave up on those calls
-// (their callers, or a deadline rueidis took from another call), the node
-// is not answering.
-func (n *node) silentFor(now time.Time, d time.Duration) bool {
-	ws := n.waitingSince.Load()
-	return ws != 0 && now.Sub(time.Unix(0, ws)) >= d
-}
-
-// answeredSince reports whether the node answered any call after t: a call
-// of ours that timed out meanwhile was slow on our side or in the queue, not
-// a sign that the node is down.
-func (n *node) answeredSince(t time.Time) bool { return n.lastReply.Load() > t.UnixNano() }
-
-// latency keeps a decaying high-water mark of reply times: it jumps to a
-// slower reply at once and forgets it slowly (by 1/1024 per reply), so the
-// timeout it suggests follows a loaded host up quickly and comes down over
-// a few thousand calls.
-type latency struct{ hi atomic.Int64 } // ns
-
-func (l *latency) observe(d time.Duration) {
-	for {
-		old := l.hi.Load()
-		nw := old - old/1024
-		if int64(d) > nw {
-			nw = int64(d)
-		}
-		if nw == old || l.hi.CompareAndSwap(old, nw) {
-			return
-		}
+// replied records that the node answered at t.
+func (n *node) replied(t time.Time) {
+	if ns := t.UnixNano(); n.lastReply.Load() < ns {
+		n.lastReply.Store(ns)
 	}
+	n.breaker.answered()
 }
 
-// timeout is 4× the high-water mark, within [lo, hi].
-func (l *latency) timeout(lo, hi time.Duration) time.Duration {
-	return min(max(4*time.Duration(l.hi.Load()), lo), hi)
+// silentAt is the moment the node counts as silent if nothing arrives from
+// it until then: silence after its last reply, or after calls began to
+// wait on it if that is later. The zero Time means no call is waiting.
+func (n *node) silentAt(silence time.Duration) time.Time {
+	busy := n.busySince.Load()
+	if busy == 0 || n.inflight.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, max(busy, n.lastReply.Load())).Add(silence)
+}
+
+// silent reports whether, at now, calls have waited on the node for the
+// whole silence timeout without any reply from it.
+func (n *node) silent(now time.Time, silence time.Duration) bool {
+	at := n.silentAt(silence)
+	return !at.IsZero() && !now.Before(at)
 }
 
 // router finds the node that holds a key: the one node of a standalone or
@@ -94,10 +80,11 @@ func (l *latency) timeout(lo, hi time.Duration) time.Duration {
 // for the key's hash slot. The slot map is refreshed in the background: on
 // first use, every 30s, and (at most once a second) after a node fails.
 type router struct {
-	client  rueidis.Client
-	cluster bool
-	newNode func(addr string) *node
-	any     *node // standalone: the node; cluster: used until the slot map is known
+	client     rueidis.Client
+	goroutines *goroutines
+	cluster    bool
+	newNode    func(addr string) *node
+	any        *node // standalone: the node; cluster: used until the slot map is known
 
 	slots       atomic.Pointer[[keyslot.Slots]*node]
 	refreshing  atomic.Bool
@@ -107,8 +94,8 @@ type router struct {
 	nodes map[string]*node // cluster primaries by host:port
 }
 
-func newRouter(client rueidis.Client, newNode func(addr string) *node) *router {
-	r := &router{client: client, newNode: newNode, nodes: map[string]*node{}}
+func newRouter(client rueidis.Client, g *goroutines, newNode func(addr string) *node) *router {
+	r := &router{client: client, goroutines: g, newNode: newNode, nodes: map[string]*node{}}
 	r.cluster = client.Mode() == rueidis.ClientModeCluster
 	if r.cluster {
 		r.any = newNode("cluster")
@@ -153,16 +140,18 @@ func (r *router) refresh(minAge time.Duration) {
 	if !r.refreshing.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	if !r.goroutines.start(func() {
 		defer r.refreshing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.goroutines.ctx, 2*time.Second)
 		defer cancel()
 		m, err := r.load(ctx)
 		r.refreshedAt.Store(time.Now().UnixNano())
 		if err == nil {
 			r.slots.Store(m)
 		}
-	}()
+	}) {
+		r.refreshing.Store(false)
+	}
 }
 
 // load reads CLUSTER SLOTS: [[start, end, [host, port, id, …], replicas…], …].
@@ -197,6 +186,13 @@ func (r *router) load(ctx context.Context) (*[keyslot.Slots]*node, error) {
 			m[s] = n
 		}
 	}
+	// Forget nodes that hold no slot any more (a failed-over primary, a
+	// removed shard): Health reports the cluster as it is.
+	for addr, n := range r.nodes {
+		if !slices.Contains(m[:], n) {
+			delete(r.nodes, addr)
+		}
+	}
 	return m, nil
 }
 
@@ -212,12 +208,14 @@ func (r *router) all() []*node {
 	return out
 }
 
-// sharedDeadline lends calls whose own context can never end (Done() is
-// nil: context.Background and contexts derived from it only by values) a
-// deadline context made once per 1/8 of the timeout instead of once per
-// call: a timer and three allocations fewer per decision. Each call's
-// deadline lands between t and t + t/8 after it starts.
-type sharedDeadline struct{ cur atomic.Pointer[deadlineCtx] }
+// sharedDeadline lends flights a deadline context made once per 1/8 of
+// the bound instead of once per call: a timer and three allocations fewer
+// per decision. Each flight's deadline lands between t and t + t/8 after it
+// starts. The contexts derive from the Limiter's own, which Close cancels.
+type sharedDeadline struct {
+	root context.Context
+	cur  atomic.Pointer[deadlineCtx]
+}
 
 type deadlineCtx struct {
 	context.Context
@@ -226,23 +224,21 @@ type deadlineCtx struct {
 	reuseUntil int64 // UnixNano
 }
 
-func (s *sharedDeadline) get(now time.Time, t time.Duration) *deadlineCtx {
+// Deadline hides the bound from rueidis: given a context with a deadline
+// and a connection with no other call waiting, rueidis writes the call
+// synchronously with the deadline on the socket, where Close cannot end
+// the wait and the deadline closes the connection. A context that only
+// ends (Done) is queued on rueidis' pipelined connection instead, and its
+// end ends the wait alone.
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (s *sharedDeadline) get(now time.Time, t time.Duration) context.Context {
 	if c := s.cur.Load(); c != nil && now.UnixNano() < c.reuseUntil && c.t-c.t/8 <= t && t <= c.t {
 		return c
 	}
 	slack := t / 8
-	ctx, cancel := context.WithTimeout(context.Background(), t+slack)
+	ctx, cancel := context.WithTimeout(s.root, t+slack)
 	c := &deadlineCtx{Context: ctx, cancel: cancel, t: t + slack, reuseUntil: now.Add(slack).UnixNano()}
 	s.cur.Store(c)
 	return c
 }
-
-// withValues is a borrowed deadline context that keeps the caller's values.
-type withValues struct {
-	context.Context // the caller's, for Value
-	d               *deadlineCtx
-}
-
-func (w *withValues) Deadline() (time.Time, bool) { return w.d.Deadline() }
-func (w *withValues) Done() <-chan struct{}       { return w.d.Done() }
-func (w *withValues) Err() error                  { return w.d.Err() }

@@ -82,14 +82,16 @@ func TestBreakerStateAndReloadMetrics(t *testing.T) {
 		t.Fatalf("breaker state with Redis down: %q; want redis=2 (open)", got)
 	}
 	clk.add(time.Minute)
-	l.Allow(ctx, "u", lim) // the probe fails: half-open, then open again
+	l.Allow(ctx, "u", lim) // starts the probe, which fails: half-open, then open again
+	settle(t, l)
 	if got := state(); got != "sluice.node=redis=2" {
 		t.Fatalf("after a failed probe: %q", got)
 	}
 	sc.fail.Store(false)
 	clk.add(time.Minute)
 	clk.set(m)
-	l.Allow(ctx, "u", lim) // the probe succeeds
+	l.Allow(ctx, "u", lim) // starts the probe, which succeeds
+	settle(t, l)
 	if got := state(); got != "sluice.node=redis=0" {
 		t.Fatalf("after a good probe: %q; want redis=0 (closed)", got)
 	}

@@ -55,19 +55,35 @@ var ErrInvalidOption = errors.New("sluice: invalid option")
 // it: a caller sees a Result with Degraded set.
 var ErrBreakerOpen = errors.New("sluice: circuit breaker open")
 
+// ErrWrongType means a key holds a value of another type than the limit's
+// script keeps there: typically a limit whose algorithm changed while its
+// name was kept, or a key written by something else under the Limiter's
+// prefix. The wrapping error names the key. Only that call fails: the
+// breaker and the other keys are untouched. Reset the key, or give the
+// limit a new name.
+var ErrWrongType = errors.New("sluice: key holds the wrong type")
+
 type config struct {
 	prefix           string
 	policy           FailurePolicy
 	replicas         int
-	adaptive         bool          // timeout from observed latency, within [timeoutMin, timeoutMax]
-	timeoutMin       time.Duration // the fixed timeout when not adaptive (0: none)
-	timeoutMax       time.Duration
+	localEntries     int           // the local fallback's bound, in entries
+	timeout          time.Duration // the most a decision waits on a node that answers (0: the caller's context only)
+	silence          time.Duration // calls waiting this long with no reply of any kind: the node is down
 	breakerThreshold int
 	denialCache      int // entries; 0: off
 	breakerCooldown  time.Duration
 	clock            func() time.Time
 	logger           *slog.Logger
 	meterProvider    metric.MeterProvider
+}
+
+// flightBound is how long a call sent to Redis is waited for at most,
+// whoever waits for it: the caller, or the Limiter once the caller has its
+// answer. Past it (or past rueidis' own ConnWriteTimeout, 10s by default)
+// the connection is taken for broken.
+func (c *config) flightBound() time.Duration {
+	return max(c.timeout, 2*c.silence, 10*time.Second)
 }
 
 // Option configures a Limiter.
@@ -121,41 +137,65 @@ func WithLocalFallback(replicas int) Option {
 	}
 }
 
-// WithTimeout gives every call to Redis a fixed deadline d; past it the
-// failure policy decides. 0 means only the caller's context bounds a call.
-// The default is an adaptive timeout (WithAdaptiveTimeout(100ms, 1s)),
-// which a loaded host does not mistake for an outage. A half-open
-// breaker's probe waits at least 1s either way.
+// WithLocalFallbackSize bounds the memory of the FailLocal quota: at most
+// entries identity-and-limit states are kept (default 1,048,576, about
+// 40 MiB at most; docs/operations.md gives the measured figure). Past the
+// bound the least-used states are dropped in a way that keeps every limit
+// safe: an identity seen again starts no fresher than the state dropped
+// last in its shard, so no identity is admitted more than its share.
+func WithLocalFallbackSize(entries int) Option {
+	return func(c *config) error {
+		if entries < localShards {
+			return fmt.Errorf("%w: WithLocalFallbackSize(%d): want at least %d entries", ErrInvalidOption, entries, localShards)
+		}
+		c.localEntries = entries
+		return nil
+	}
+}
+
+// WithTimeout bounds how long one decision waits on a Redis node that is
+// answering (default 0: no bound but the caller's context). A node that
+// answers decides every call however long its queue; past d the failure
+// policy decides this one call, and the breaker stays as it is, since the
+// node is busy, not gone. The call itself goes on, and what it charges in
+// Redis is kept (never an over-admission). A node that is silent is another
+// matter: see WithSilenceTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
 			return fmt.Errorf("%w: WithTimeout(%v): must not be negative", ErrInvalidOption, d)
 		}
-		c.adaptive, c.timeoutMin, c.timeoutMax = false, d, max(d, time.Second)
+		c.timeout = d
 		return nil
 	}
 }
 
-// WithAdaptiveTimeout derives each call's deadline from the latency
-// observed on its Redis node: 4× the recent slowest reply (a high-water
-// mark that follows slower replies at once and decays over a few thousand
-// calls), never below lo nor above hi. It is the default, with lo = 100ms
-// and hi = 1s: replies slowed by a busy host or Redis raise the timeout
-// instead of turning into failures. A half-open breaker's probe gets hi.
-func WithAdaptiveTimeout(lo, hi time.Duration) Option {
+// WithSilenceTimeout sets when a Redis node counts as gone (default 1s):
+// once calls have waited d on it without any reply from it (no answer to
+// any call, nor to the Limiter's own probe). Then the waiting calls and
+// the later ones are decided by the failure policy, and the node's circuit
+// breaker opens. A busy node keeps answering and is never taken for gone;
+// a caller's own deadline or cancellation never counts. d must be at least
+// 1ms.
+func WithSilenceTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		if lo <= 0 || hi < lo {
-			return fmt.Errorf("%w: WithAdaptiveTimeout(%v, %v): want 0 < lo <= hi", ErrInvalidOption, lo, hi)
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: WithSilenceTimeout(%v): must be at least 1ms", ErrInvalidOption, d)
 		}
-		c.adaptive, c.timeoutMin, c.timeoutMax = true, lo, hi
+		c.silence = d
 		return nil
 	}
 }
 
-// WithBreaker sets the circuit breaker: after threshold consecutive
-// failures, decisions skip Redis for cooldown, then one probe call decides
-// whether to close it again (default 5 failures, 1s). A threshold of 0
-// turns the breaker off.
+// WithBreaker sets each Redis node's circuit breaker (default 5, 250ms).
+// It opens after threshold consecutive calls got no answer from the node
+// (connection errors), or at once when the node is silent (see
+// WithSilenceTimeout); while open, decisions skip the node and cost
+// microseconds. After each cooldown the Limiter probes the node with a
+// PING of its own, in the background: no caller waits for it. A reply, to
+// the probe or to any call still in flight, closes the breaker. A
+// threshold of 0 turns the breaker off: every call then goes to Redis, and
+// a silent node costs each one the silence timeout.
 func WithBreaker(threshold int, cooldown time.Duration) Option {
 	return func(c *config) error {
 		if threshold < 0 || cooldown <= 0 && threshold > 0 {

@@ -181,9 +181,8 @@ func TestOverload(t *testing.T) {
 		}
 		r.acquireTimeouts = rec.get(MetricRedisFailures + "{sluice.algorithm=concurrency,sluice.failure=timeout,sluice.limit=" + conc.Name + "}")
 		if l.local != nil {
-			l.local.mu.Lock()
-			r.localLeft = int64(len(l.local.leases[l.Key(holderID, conc)]))
-			l.local.mu.Unlock()
+			_, left := l.local.size()
+			r.localLeft = int64(left)
 		}
 		r.transitions = map[string]int64{}
 		for _, st := range []string{"open", "half-open", "closed"} {

@@ -1,12 +1,12 @@
 package sluice
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,14 +25,15 @@ type request struct {
 	// lim and key are the limit decided and its key; for AllowAll, multi
 	// and keys hold every limit in call order (a decision's limiting
 	// position, 1-based, picks the binding one) and lim is the first.
-	lim   Limit
-	key   string
-	multi []Limit
-	keys  []string
-	cost  int64
-	peek  bool
-	lease *Lease // acquire
-	cause error  // why Redis could not decide (set before the failure policy runs)
+	lim    Limit
+	key    string
+	multi  []Limit
+	keys   []string
+	cost   int64
+	peek   bool
+	holder string // Acquire, Extend, Release: the lease's holder ID
+	lease  *Lease // Acquire: the lease the caller gets
+	cause  error  // why Redis could not decide (set before the failure policy runs)
 	// node is where the call went and start when it began (set by call).
 	node  *node
 	start time.Time
@@ -55,29 +56,43 @@ const (
 	callRate    callKind = iota // AllowN, Peek, AllowAll: decided by the failure policy when Redis cannot
 	callAcquire                 // Acquire: likewise, with a local or no lease
 	callRenew                   // Extend: never refused by the breaker; no fallback
-	callRelease                 // Release: never refused by the breaker; no fallback; not a decision
+	callRelease                 // Release: never refused by the breaker; no fallback; not a decision; sent even for a caller who has given up
+	callReset                   // Reset: DEL of its keys; never refused by the breaker; not a decision
 )
 
 // bypass reports calls the breaker never refuses (lease renewal and
-// release): refusing them would leave a slot taken for its whole lease.
-func (r *request) bypass() bool { return r.kind == callRenew || r.kind == callRelease }
+// release, Reset): refusing them would leave a slot taken for its whole
+// lease, or a quota spent that the caller meant to give back.
+func (r *request) bypass() bool { return r.kind >= callRenew }
 
-// outcome classifies how a call ended.
+// outcome says how a call ended, and so what the pipeline does next.
 type outcome int
 
 const (
-	outcomeOK       outcome = iota // Redis decided
-	outcomeCaller                  // the caller's context ended or its deadline passed
-	outcomeRejected                // the script refused its arguments: a caller's mistake
-	outcomeRedis                   // Redis failed, was too slow, or the breaker is open
+	outcomeOK          outcome = iota // Redis decided
+	outcomeCaller                     // the caller's context ended first: its error, never a local decision
+	outcomeRefused                    // the script refused its arguments: a caller's mistake
+	outcomeWrongType                  // the key holds another type: this key's problem alone
+	outcomeUnavailable                // Redis did not decide (gone, silent, erring, or past WithTimeout): the failure policy decides
+	outcomeClosed                     // the Limiter is closed
+)
+
+// errSilent and errTimeout are the causes of decisions the failure policy
+// made while a call was still out: the node had answered nothing for the
+// whole silence timeout, or (WithTimeout) the call waited its bound on a
+// node that answers others.
+var (
+	errSilent  = errors.New("sluice: Redis node silent for the whole silence timeout")
+	errTimeout = errors.New("sluice: no reply within WithTimeout's bound (the node answers others)")
 )
 
 // run is the one decision pipeline every entry point uses: breaker →
-// timeout → call → classify the error → failure policy → metrics.
+// call, outliving a caller who gives up → classify → failure policy →
+// metrics.
 func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
-	d, err := l.call(ctx, req)
+	d, o, err := l.call(ctx, req)
 	var res Result
-	switch classify(ctx, err) {
+	switch o {
 	case outcomeOK:
 		bind := req.lim
 		if p := int(d.limiting); p >= 1 && p <= len(req.multi) {
@@ -85,172 +100,357 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 		}
 		res = d.result(bind)
 	case outcomeCaller:
-		if ctx.Err() != nil {
-			return Result{}, fmt.Errorf("sluice: %w", ctx.Err())
-		}
-		return Result{}, fmt.Errorf("sluice: %w (the caller's deadline passed before Redis answered)", context.DeadlineExceeded)
-	case outcomeRejected:
+		return Result{}, err
+	case outcomeClosed:
+		return Result{}, ErrClosed
+	case outcomeRefused:
 		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
-	case outcomeRedis:
+	case outcomeWrongType:
+		return Result{}, fmt.Errorf("%w: %s (limit %s, algorithm %s; Reset it or rename the limit): %w", ErrWrongType, req.key, req.lim.Name, req.lim.Algorithm, err)
+	case outcomeUnavailable:
 		l.metrics.failure(ctx, req.lim, err)
-		if req.kind == callRenew || req.kind == callRelease {
+		if req.bypass() {
 			return Result{}, err
 		}
 		req.cause = err
 		res = l.degrade(req)
 	}
-	if req.kind != callRelease {
+	if req.kind <= callRenew {
 		l.metrics.decision(ctx, res, req.start)
 	}
 	return res, nil
 }
 
-// call sends req's script to the node holding its keys, under that node's
-// breaker and the per-call timeout, and tells the breaker what the outcome
-// says about the node.
-func (l *Limiter) call(ctx context.Context, req *request) (decision, error) {
+// call sends req to the node holding its keys, unless that node's breaker
+// is open, and waits for the answer, the caller's context, or the node's
+// silence, whichever comes first.
+func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, error) {
 	n := l.router.nodeFor(req.key)
 	req.node = n
-	start := time.Now()
-	req.start = start
-	probe := false
+	req.start = time.Now()
+	if err := ctx.Err(); err != nil && req.kind != callRelease {
+		return decision{}, outcomeCaller, fmt.Errorf("sluice: %w", err) // nothing sent, nothing charged
+	}
 	if !req.bypass() {
-		var ok bool
-		if ok, probe = n.breaker.allow(); !ok {
-			return decision{}, ErrBreakerOpen
+		if ok, probe := n.breaker.allow(); !ok {
+			if probe {
+				l.probe(n)
+			}
+			return decision{}, outcomeUnavailable, ErrBreakerOpen
 		}
 	}
 	if req.decode == nil {
 		req.buildRate(l.nowArg())
 	}
-	t := l.timeoutFor(n, probe)
-	cctx, own := ctx, false
-	if t > 0 {
-		switch dl, ok := ctx.Deadline(); {
-		case ctx == context.Background():
-			cctx, own = n.deadlines.get(start, t), true
-		case ctx.Done() == nil:
-			cctx, own = &withValues{Context: ctx, d: n.deadlines.get(start, t)}, true
-		case !ok || dl.Sub(start) > t:
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, t)
-			defer cancel()
-			own = true
-		}
+	if !l.goroutines.add() {
+		return decision{}, outcomeClosed, ErrClosed
 	}
-	n.sending(start)
-	d, err := req.decode(luart.Do(cctx, l.metrics.scriptsVia(l.client), req.call))
-	end := time.Now()
-	// The node counts as silent when calls have waited on it for a whole
-	// timeout without any reply (the upper bound when there is none).
-	silent := err != nil && n.silentFor(end, cmp.Or(t, l.cfg.timeoutMax))
-	n.finished()
-	if err != nil && ctx.Err() == nil && isTimeout(err) {
-		if dl, ok := cctx.Deadline(); ok && !end.Before(dl) && !own {
-			// The socket deadline rueidis set was the caller's: its
-			// deadline passed, even if ctx.Err() is not set yet.
-			err = errCallerDeadline{err}
-		} else if !ok || end.Before(dl) {
-			// Neither deadline has passed: rueidis failed this call with
-			// a deadline it took from another one (a connection attempt
-			// made on behalf of several calls). It says nothing about the
-			// node unless the node is silent.
-			own = false
-		}
-	}
-	switch classify(ctx, err) {
-	case outcomeOK, outcomeRejected:
-		n.replied(end, end.Sub(start))
-		if !req.bypass() {
-			n.breaker.done(true)
-		}
-	case outcomeCaller:
-		// A caller giving up says nothing about the node, unless its
-		// deadline passed while the node had left calls unanswered for a
-		// whole timeout: callers whose deadlines are all shorter than the
-		// timeout must not keep a silent node's breaker closed (rueidis
-		// would go on queueing their calls on it).
-		silent = silent && ctx.Err() != context.Canceled
-		if !req.bypass() {
-			if silent {
-				n.breaker.done(false)
-			} else {
-				n.breaker.abandon()
-			}
-		}
-		if silent {
-			l.router.failed()
-		}
+	f := flights.Get().(*flight)
+	f.req = *req
+	n.sending(req.start)
+	select {
+	case l.idle <- f: // a flier waiting for work takes it
 	default:
-		if isTimeout(err) && (n.answeredSince(start) || !own && !silent) {
-			// The node answered other calls while this one waited: it is
-			// up, and this process or its queue is overloaded. That is no
-			// reason to stop asking it. Nor is a deadline that was not
-			// this call's, while the node still answers.
-			if !req.bypass() {
-				n.breaker.abandon()
-			}
+		go l.flier(f)
+	}
+	return l.await(ctx, f)
+}
+
+// flier flies f and then the flights handed to it, until none has come for
+// a second or the Limiter closes: under steady load the goroutines are
+// reused, and a call starts none.
+func (l *Limiter) flier(f *flight) {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		l.fly(f)
+		t.Reset(time.Second)
+		if !l.goroutines.add() {
+			return
+		}
+		select {
+		case f = <-l.idle:
+			l.goroutines.done() // the caller counted the flight already
+		case <-t.C:
+			l.goroutines.done()
+			return
+		case <-l.goroutines.ctx.Done():
+			l.goroutines.done()
+			return
+		}
+	}
+}
+
+// flight is one call to Redis. It runs on a goroutine of its own under the
+// Limiter's context, not the caller's, so it outlives a caller who gives
+// up or who was answered by the failure policy: its reply is still read
+// (the node answered, which is what liveness means here), and what it did
+// in Redis is reconciled (a lease taken for a caller who left is given
+// back).
+type flight struct {
+	req   request
+	d     decision
+	err   error
+	state atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
+	done  chan struct{}
+	timer *time.Timer
+}
+
+const (
+	flightWaiting  int32 = iota
+	flightLanded         // d and err hold the reply, for the waiter
+	flightLeft           // the caller gave up: the flight reconciles on its own
+	flightAnswered       // the failure policy answered the caller (silent node, WithTimeout): likewise
+)
+
+var flights = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &flight{done: make(chan struct{}, 1), timer: t}
+}}
+
+func (f *flight) recycle() {
+	f.req, f.d, f.err = request{}, decision{}, nil
+	f.state.Store(flightWaiting)
+	flights.Put(f)
+}
+
+// fly sends the call, retries it while the cluster answers TRYAGAIN (the
+// script did not run: its keys are being migrated), and hands the reply to
+// the waiter, or reconciles it when the waiter has gone.
+func (l *Limiter) fly(f *flight) {
+	defer l.goroutines.done()
+	req := &f.req
+	n := req.node
+	ctx := l.deadlines.get(req.start, l.cfg.flightBound())
+	var d decision
+	var err error
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		d, err = req.decode(l.send(ctx, req))
+		if classOf(err) != classRetry {
 			break
 		}
-		if !req.bypass() && err != ErrBreakerOpen {
-			n.breaker.done(false)
+		n.replied(time.Now())
+		if f.state.Load() != flightWaiting {
+			break // nobody waits, and the script did not run: nothing to do
 		}
+		if !sleepCtx(ctx, delay) {
+			err = ctx.Err()
+			break
+		}
+	}
+	cl := classOf(err)
+	n.finished(time.Now(), cl != classDown && cl != classGaveUp)
+	if cl == classDown {
+		n.breaker.unanswered()
 		l.router.failed()
 	}
-	return d, err
+	f.d, f.err = d, err
+	if f.state.CompareAndSwap(flightWaiting, flightLanded) {
+		f.done <- struct{}{}
+		return
+	}
+	l.reconcile(req, d, cl, f.state.Load() == flightLeft)
+	f.recycle()
 }
 
-// timeoutFor is the deadline of one call to n: WithTimeout's, or the
-// adaptive one (4× the node's recent slowest reply, within the bounds of
-// WithAdaptiveTimeout). A half-open breaker's probe, the one call that
-// decides whether the node is back, gets the upper bound, so a loaded
-// host cannot starve it.
-func (l *Limiter) timeoutFor(n *node, probe bool) time.Duration {
-	lo, hi := l.cfg.timeoutMin, l.cfg.timeoutMax
-	if !l.cfg.adaptive {
-		if probe && lo > 0 {
-			return max(lo, hi)
+// send is the command of req: its script, or for Reset a DEL.
+func (l *Limiter) send(ctx context.Context, req *request) rueidis.RedisResult {
+	if req.kind == callReset {
+		return l.client.Do(ctx, l.client.B().Del().Key(req.keys...).Build())
+	}
+	return luart.Do(ctx, l.metrics.scriptsVia(l.client), req.call)
+}
+
+// await waits for f's reply, the caller's context, or the node's silence.
+func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, error) {
+	n := f.req.node
+	var bound time.Time
+	if l.cfg.timeout > 0 {
+		bound = f.req.start.Add(l.cfg.timeout)
+	}
+	t := f.timer
+	for {
+		// The flight counts in the node's inflight until it lands, so
+		// silentAt is set while it is out.
+		wake := n.silentAt(l.cfg.silence)
+		if !bound.IsZero() && (wake.IsZero() || bound.Before(wake)) {
+			wake = bound
 		}
-		return lo
+		var tc <-chan time.Time
+		if !wake.IsZero() {
+			t.Reset(time.Until(wake))
+			tc = t.C
+		}
+		select {
+		case <-f.done:
+			t.Stop()
+			return l.landed(f)
+		case <-ctx.Done():
+			t.Stop()
+			if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
+				<-f.done
+				return l.landed(f)
+			}
+			return decision{}, outcomeCaller, fmt.Errorf("sluice: %w", ctx.Err())
+		case <-tc:
+			now := time.Now()
+			silent := n.silent(now, l.cfg.silence)
+			if !silent && (bound.IsZero() || now.Before(bound)) {
+				continue
+			}
+			if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
+				<-f.done
+				return l.landed(f)
+			}
+			if silent {
+				l.silenced(n)
+				return decision{}, outcomeUnavailable, errSilent
+			}
+			return decision{}, outcomeUnavailable, errTimeout
+		}
 	}
-	if probe {
-		return hi
-	}
-	return n.latency.timeout(lo, hi)
 }
 
-// classify says whose the error is.
-func classify(ctx context.Context, err error) outcome {
-	switch {
-	case err == nil:
-		return outcomeOK
-	case errors.As(err, new(errCallerDeadline)), ctx.Err() != nil:
-		return outcomeCaller
-	case rejected(err):
-		return outcomeRejected
+// landed takes the reply of a flight whose waiter is still there.
+func (l *Limiter) landed(f *flight) (decision, outcome, error) {
+	d, err := f.d, f.err
+	f.recycle()
+	switch classOf(err) {
+	case classOK:
+		return d, outcomeOK, nil
+	case classRefused:
+		return d, outcomeRefused, err
+	case classWrongType:
+		return d, outcomeWrongType, err
+	case classGaveUp:
+		if l.goroutines.closed() {
+			return d, outcomeClosed, ErrClosed
+		}
 	}
-	return outcomeRedis
+	return d, outcomeUnavailable, err
 }
 
-// errCallerDeadline marks a timeout that was the caller's own deadline.
-type errCallerDeadline struct{ err error }
+// silenced opens n's breaker: calls have waited on it for the whole
+// silence timeout and it answered none.
+func (l *Limiter) silenced(n *node) {
+	n.breaker.trip()
+	l.router.failed()
+}
 
-func (e errCallerDeadline) Error() string { return e.err.Error() }
-func (e errCallerDeadline) Unwrap() error { return e.err }
+// reconcile puts right in Redis what a flight did for a waiter who had
+// already gone (cancelled, or answered by the failure policy): a lease it
+// took (or may have taken, when no reply came) is given back, and so is a
+// release that did not get through for a caller who gave up (one answered
+// by the failure policy retries it itself); a rate charge stays (the quota
+// it spent is counted, never over-admitted) and is recorded.
+func (l *Limiter) reconcile(req *request, d decision, cl class, callerLeft bool) {
+	unknown := cl == classDown || cl == classGaveUp
+	switch req.kind {
+	case callAcquire:
+		if cl == classOK && d.allowed || unknown {
+			l.giveBack(req.key, req.holder, req.lim)
+		}
+	case callRelease:
+		if unknown && callerLeft {
+			l.giveBack(req.key, req.holder, req.lim)
+		}
+	case callRate:
+		if cl == classOK && d.allowed && req.cost > 0 && !req.peek {
+			l.metrics.lateCharge(req.lim)
+		}
+	}
+}
 
-// rejected reports whether err is a script's refusal of its arguments
-// ("ERR sluice: SCRIPT: ..."): a caller's mistake, not a Redis failure, so
-// the failure policy and the breaker stay out of it.
-func rejected(err error) bool {
+// probe starts the Limiter's own liveness probe of n (a PING) unless one
+// is out; its reply closes the breaker, its failure opens it again.
+func (l *Limiter) probe(n *node) {
+	if !n.probing.CompareAndSwap(false, true) {
+		return
+	}
+	if !l.goroutines.start(func() {
+		defer n.probing.Store(false)
+		ctx, cancel := context.WithTimeout(l.goroutines.ctx, max(l.cfg.silence, time.Second))
+		defer cancel()
+		if err := n.probe(ctx); err != nil {
+			n.breaker.unanswered()
+			l.router.failed()
+			return
+		}
+		n.replied(time.Now())
+	}) {
+		n.probing.Store(false)
+	}
+}
+
+// ping is the probe of a node: a PING on the client of its address (a
+// cluster primary), or on the Limiter's client.
+func (l *Limiter) ping(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var c rueidis.CommandClient = l.client
+		if nl, ok := l.client.(interface {
+			Nodes() map[string]rueidis.Client
+		}); ok && l.router.cluster {
+			if nc := nl.Nodes()[addr]; nc != nil {
+				c = nc
+			}
+		}
+		err := c.Do(ctx, c.B().Ping().Build()).Error()
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			return nil // an error reply (LOADING, NOAUTH, ...) is still an answer
+		}
+		return err
+	}
+}
+
+// class is what an error from a call means; classOf is the one place that
+// decides it.
+type class int
+
+const (
+	classOK        class = iota
+	classRefused         // the script refused its arguments ("ERR sluice: SCRIPT: ...")
+	classWrongType       // WRONGTYPE: the key holds another type
+	classRetry           // TRYAGAIN: the keys are being migrated; the script did not run
+	classServer          // another error reply: the node answered but did not decide (LOADING, OOM, READONLY, BUSY, ...)
+	classGaveUp          // the Limiter's own bound or Close ended the call: says nothing of the node
+	classDown            // no answer: the connection failed
+)
+
+func classOf(err error) class {
+	if err == nil {
+		return classOK
+	}
 	var re *rueidis.RedisError
-	return errors.As(err, &re) && strings.Contains(re.Error(), "sluice: ")
+	if errors.As(err, &re) {
+		msg := re.Error()
+		switch {
+		case strings.Contains(msg, "sluice: "):
+			return classRefused
+		case strings.HasPrefix(msg, "WRONGTYPE"):
+			return classWrongType
+		case re.IsTryAgain():
+			return classRetry
+		}
+		return classServer
+	}
+	switch {
+	case errors.Is(err, luart.ErrMalformedReply):
+		return classServer
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return classGaveUp
+	}
+	return classDown
 }
 
-// isTimeout reports whether err is a deadline or network timeout.
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
+// sleepCtx waits d unless ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
 		return true
+	case <-ctx.Done():
+		return false
 	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
