@@ -68,7 +68,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		l.now = time.Now
 	}
 	l.router = newRouter(client, l.goroutines, func(addr string) *node {
-		n := &node{addr: addr, probe: l.ping(addr)}
+		n := &node{addr: addr, probe: l.ping(addr), slots: make(chan struct{}, maxFlights)}
 		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
 			m.transition(addr, to)
 			switch to {

@@ -54,6 +54,12 @@ const (
 	// quota spent without an admission. Attributes sluice.limit,
 	// sluice.algorithm.
 	MetricLateCharges = "sluice.late_charges"
+	// MetricRetries counts calls sent again because a cluster answered
+	// TRYAGAIN ({retry}): the keys of one identity were split between two
+	// primaries by a slot migration, so the script did not run. The call
+	// is sent again, with a pause growing from 1ms to 50ms, until it runs
+	// or its caller gives up. Attributes sluice.limit, sluice.algorithm.
+	MetricRetries = "sluice.redis.retries"
 	// MetricScriptReloads counts NOSCRIPT replies, each answered by
 	// sending the script with EVAL ({reload}): after a restart, a failover
 	// or SCRIPT FLUSH, once per script and connection that meets it.
@@ -82,6 +88,7 @@ type metrics struct {
 	cacheHits metric.Int64Counter
 	reloads   metric.Int64Counter
 	late      metric.Int64Counter
+	retries   metric.Int64Counter
 
 	mu      sync.RWMutex
 	sets    map[setKey]*limitSets
@@ -180,6 +187,10 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Charges Redis made for calls whose caller had its answer already."), metric.WithUnit("{charge}")); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricLateCharges, err)
 	}
+	if m.retries, err = meter.Int64Counter(MetricRetries,
+		metric.WithDescription("Calls sent again after a TRYAGAIN reply (a slot migration)."), metric.WithUnit("{retry}")); err != nil {
+		return nil, fmt.Errorf("sluice: metric %s: %w", MetricRetries, err)
+	}
 	if _, err = meter.Int64ObservableGauge(MetricBreakerState,
 		metric.WithDescription("Circuit breaker state per Redis node: 0 closed, 1 half-open, 2 open."), metric.WithUnit("{state}"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -225,6 +236,14 @@ func (m *metrics) lateCharge(lim Limit) {
 		return
 	}
 	m.late.Add(context.Background(), 1, m.setsOf(lim).limit...)
+}
+
+// retry records a call sent again after TRYAGAIN.
+func (m *metrics) retry(lim Limit) {
+	if m == nil {
+		return
+	}
+	m.retries.Add(context.Background(), 1, m.setsOf(lim).limit...)
 }
 
 // cacheHit records a denial answered by the denial cache.

@@ -125,6 +125,9 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 // is open, and waits for the answer, the caller's context, or the node's
 // silence, whichever comes first.
 func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, error) {
+	if l.goroutines.closed() {
+		return decision{}, outcomeClosed, ErrClosed
+	}
 	n := l.router.nodeFor(req.key)
 	req.node = n
 	req.start = time.Now()
@@ -139,10 +142,18 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, er
 			return decision{}, outcomeUnavailable, ErrBreakerOpen
 		}
 	}
+	select {
+	case n.slots <- struct{}{}:
+	default:
+		if o, err := l.queue(ctx, n, req.start); o != outcomeOK {
+			return decision{}, o, err
+		}
+	}
 	if req.decode == nil {
 		req.buildRate(l.nowArg())
 	}
 	if !l.goroutines.add() {
+		<-n.slots
 		return decision{}, outcomeClosed, ErrClosed
 	}
 	f := flights.Get().(*flight)
@@ -154,6 +165,47 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, er
 		go l.flier(f)
 	}
 	return l.await(ctx, f)
+}
+
+// maxFlights bounds the calls out on one node at once. Past it a call waits
+// for one to land, in the caller's goroutine: a caller who gives up while
+// it waits has sent nothing and charged nothing, and a paused node does
+// not pile up goroutines, or calls that would all be charged when it wakes.
+const maxFlights = 1024
+
+// queue waits for a free flight slot on n, the caller's context, or n's
+// silence; outcomeOK means the slot is taken.
+func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome, error) {
+	var bound time.Time
+	if l.cfg.timeout > 0 {
+		bound = start.Add(l.cfg.timeout)
+	}
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		wake := n.silentAt(l.cfg.silence)
+		if !bound.IsZero() && (wake.IsZero() || bound.Before(wake)) {
+			wake = bound
+		}
+		if !wake.IsZero() {
+			t.Reset(time.Until(wake))
+		}
+		select {
+		case n.slots <- struct{}{}:
+			return outcomeOK, nil
+		case <-ctx.Done():
+			return outcomeCaller, fmt.Errorf("sluice: %w", ctx.Err())
+		case <-t.C:
+			now := time.Now()
+			if n.silent(now, l.cfg.silence) {
+				l.silenced(n)
+				return outcomeUnavailable, errSilent
+			}
+			if !bound.IsZero() && !now.Before(bound) {
+				return outcomeUnavailable, errTimeout
+			}
+		}
+	}
 }
 
 // flier flies f and then the flights handed to it, until none has come for
@@ -234,6 +286,7 @@ func (l *Limiter) fly(f *flight) {
 		if f.state.Load() != flightWaiting {
 			break // nobody waits, and the script did not run: nothing to do
 		}
+		l.metrics.retry(req.lim)
 		if !sleepCtx(ctx, delay) {
 			err = ctx.Err()
 			break
@@ -241,6 +294,7 @@ func (l *Limiter) fly(f *flight) {
 	}
 	cl := classOf(err)
 	n.finished(time.Now(), cl != classDown && cl != classGaveUp)
+	<-n.slots
 	if cl == classDown {
 		n.breaker.unanswered()
 		l.router.failed()

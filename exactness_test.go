@@ -1,0 +1,452 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice/internal/redisserver"
+)
+
+// The tests in this file hold the rule of docs/operations.md ("Busy is not
+// gone"): a node that answers decides every call; a caller that gives up
+// gets its own error and leaves the breaker alone; what a call left behind
+// in Redis is reconciled. They run on private redis-servers, with the
+// Limiter's defaults unless a test says otherwise.
+
+// latencies is a histogram of call durations, four buckets per doubling.
+type latencies struct {
+	b   [256]atomic.Int64
+	max atomic.Int64
+}
+
+func (h *latencies) add(d time.Duration) {
+	i := 0
+	if d > 1 {
+		i = min(int(4*math.Log2(float64(d))), len(h.b)-1)
+	}
+	h.b[i].Add(1)
+	for {
+		old := h.max.Load()
+		if int64(d) <= old || h.max.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// quantile is the upper edge of the bucket holding quantile q.
+func (h *latencies) quantile(q float64) time.Duration {
+	var total int64
+	for i := range h.b {
+		total += h.b[i].Load()
+	}
+	want := int64(math.Ceil(q * float64(total)))
+	var seen int64
+	for i := range h.b {
+		if seen += h.b[i].Load(); seen >= want && seen > 0 {
+			return time.Duration(math.Pow(2, float64(i+1)/4))
+		}
+	}
+	return 0
+}
+
+func (h *latencies) String() string {
+	return fmt.Sprintf("p50 %v, p99 %v, max %v", h.quantile(0.5).Round(time.Microsecond), h.quantile(0.99).Round(time.Microsecond),
+		time.Duration(h.max.Load()).Round(time.Microsecond))
+}
+
+// transitions is the number of breaker transitions rec saw on node.
+func transitions(rec *recorder, node string) int64 {
+	var n int64
+	for _, st := range []string{"open", "half-open", "closed"} {
+		n += rec.get(MetricBreakerTransitions + "{sluice.breaker.state=" + st + ",sluice.node=" + node + "}")
+	}
+	return n
+}
+
+// 512 goroutines on one identity at 100 per hour for 4s, with the
+// defaults, on a real redis-server: exactly 100 admitted, every decision
+// from Redis, no breaker transition; ten runs on an idle machine, and one
+// with sixteen CPU hogs for the first 2.5s (Redis slowed, but answering).
+func TestExactBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("eleven runs of 4s")
+	}
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	const limit = 100
+	lim := Must(GCRA(limit, time.Hour, limit))
+	run := func(name string, hogs int) {
+		rec := newRecorder()
+		l, err := New(c, WithLogger(nil), WithMeterProvider(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		id := "burst-" + name
+		var lat latencies
+		tl := newTally(1)
+		if hogs > 0 {
+			defer startHogs(t, hogs, 2500*time.Millisecond)()
+		}
+		stop := startLoad(512, 0, func(w, n int) {
+			start := time.Now()
+			res, err := l.Allow(context.Background(), id, lim)
+			d := time.Since(start)
+			lat.add(d)
+			tl.note(0, res, err, d)
+		})
+		time.Sleep(4 * time.Second) // the load's length, not a wait for anything
+		stop()
+		tr := transitions(rec, "redis")
+		timeouts := rec.get(MetricRedisFailures + "{sluice.algorithm=gcra,sluice.failure=timeout,sluice.limit=" + lim.Name + "}")
+		t.Logf("%s (%d hogs): %v; latency %v; %d breaker transitions, %d calls past a timeout, %d late charges",
+			name, hogs, tl, &lat, tr, timeouts, rec.get(MetricLateCharges+"{sluice.algorithm=gcra,sluice.limit="+lim.Name+"}"))
+		if tl.admitted.Load() != limit || tl.degraded.Load() != 0 || tl.errs.Load() != 0 || tr != 0 {
+			t.Errorf("%s: %v, %d breaker transitions; want exactly %d admitted, all by Redis, no error, no transition (first error: %v)",
+				name, tl, tr, limit, tl.err())
+		}
+	}
+	for i := range 10 {
+		run("idle-"+strconv.Itoa(i), 0)
+	}
+	run("hogs", 16)
+}
+
+// callerDeadlines is 64 goroutines making calls with a deadline of 1ms.
+type callerDeadlines struct {
+	calls, decided, degraded, deadline, other atomic.Int64
+	late                                      latencies // return minus the caller's deadline
+	mu                                        sync.Mutex
+	otherErr                                  error
+}
+
+func (cd *callerDeadlines) String() string {
+	return fmt.Sprintf("%d calls: %d decided by Redis, %d DeadlineExceeded, %d degraded, %d other errors; return after the deadline: %v",
+		cd.calls.Load(), cd.decided.Load(), cd.deadline.Load(), cd.degraded.Load(), cd.other.Load(), &cd.late)
+}
+
+// bare is the same load of 1ms deadlines waited for with nothing else
+// (<-ctx.Done()): how late the Go scheduler and the host let any waiter
+// return, which a call through the Limiter cannot beat.
+func bare(perWorker int) *latencies {
+	var late latencies
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perWorker {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				<-ctx.Done()
+				late.add(max(time.Since(start)-time.Millisecond, 0))
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return &late
+}
+
+func (cd *callerDeadlines) run(l *Limiter, lim Limit, perWorker int) {
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perWorker {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				res, err := l.Allow(ctx, "deadline-"+strconv.Itoa(w), lim)
+				cd.late.add(max(time.Since(start)-time.Millisecond, 0))
+				cancel()
+				cd.calls.Add(1)
+				switch {
+				case err == nil && res.Degraded:
+					cd.degraded.Add(1)
+				case err == nil:
+					cd.decided.Add(1)
+				case errors.Is(err, context.DeadlineExceeded):
+					cd.deadline.Add(1)
+				default:
+					cd.other.Add(1)
+					cd.mu.Lock()
+					cd.otherErr = err
+					cd.mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Callers with 1ms deadlines, 64 at a time, on a healthy Redis, on a
+// Redis paused (SIGSTOP) for less than the silence timeout, and beside
+// four CPU hogs: every call returns Redis's decision or DeadlineExceeded,
+// none is degraded, the breaker never moves, and 99% of the calls return
+// within 5ms of their deadline, beyond the lateness the host gives a bare
+// wait for the same deadlines measured just before (on an idle machine
+// that is well under 1ms; beside CPU hogs, the host's scheduler alone
+// makes it several ms, which no limiter can undo).
+func TestCallerDeadlinesExact(t *testing.T) {
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	lim := Must(GCRA(1_000_000_000, time.Hour, 1_000_000_000))
+	for _, phase := range []string{"healthy", "paused", "hogs"} {
+		t.Run(phase, func(t *testing.T) {
+			rec := newRecorder()
+			l, err := New(c, WithLogger(nil), WithMeterProvider(rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var cd callerDeadlines
+			if phase == "hogs" {
+				defer startHogs(t, 4, time.Minute)()
+			}
+			host := bare(100)
+			switch phase {
+			case "paused":
+				if err := s.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				resume := time.AfterFunc(300*time.Millisecond, func() { _ = s.Resume() })
+				defer resume.Stop()
+				defer s.Resume()
+			}
+			cd.run(l, lim, 100)
+			tr := transitions(rec, "redis")
+			t.Logf("%s: %v; %d breaker transitions; a bare wait for the same deadlines returned after them: %v", phase, &cd, tr, host)
+			if cd.degraded.Load() != 0 || cd.other.Load() != 0 || tr != 0 {
+				t.Errorf("%s: %v, %d transitions; want none degraded, no other error, no transition (other: %v)", phase, &cd, tr, cd.otherErr)
+			}
+			if p99, base := cd.late.quantile(0.99), host.quantile(0.99); p99 > base+5*time.Millisecond {
+				t.Errorf("%s: 99%% of the calls returned within %v of their deadline, want 5ms beyond a bare wait's %v", phase, p99, base)
+			}
+		})
+	}
+}
+
+// Acquire calls cancelled at random points (before the call is sent, while
+// it is out, after the script ran), and Releases with cancelled contexts:
+// no slot stays taken.
+func TestLeasesNotLeaked(t *testing.T) {
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	l, err := New(c, WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lim := Must(Concurrency(1_000_000, time.Hour))
+	const id, calls = "leases", 1000
+	key := l.Key(id, lim)
+	// A round trip on this machine now, to spread the cancellations over.
+	start := time.Now()
+	if _, err := s.Command("PING"); err != nil {
+		t.Fatal(err)
+	}
+	rtt := time.Since(start)
+	var acquired, cancelledAcquires, cancelledReleases, released atomic.Int64
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	var wg sync.WaitGroup
+	for w := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range calls / 20 {
+				ctx, cancel := context.WithCancel(context.Background())
+				if at := time.Duration(rng.Int64N(int64(4 * rtt))); rng.IntN(8) == 0 {
+					cancel() // before the call is sent
+				} else {
+					time.AfterFunc(at, cancel)
+				}
+				lease, res, err := l.Acquire(ctx, id, lim)
+				cancel()
+				switch {
+				case err != nil:
+					cancelledAcquires.Add(1)
+					continue
+				case !res.Allowed || res.Degraded:
+					t.Errorf("Acquire: %+v", res)
+					continue
+				}
+				acquired.Add(1)
+				// Half the releases with a context already cancelled,
+				// half with one cancelled while the release is out.
+				rctx := cancelled
+				if rng.IntN(2) == 0 {
+					var rcancel context.CancelFunc
+					rctx, rcancel = context.WithCancel(context.Background())
+					time.AfterFunc(time.Duration(rng.Int64N(int64(2*rtt))), rcancel)
+				}
+				if err := l.Release(rctx, lease); err != nil {
+					cancelledReleases.Add(1)
+				} else {
+					released.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	holders := func() int64 {
+		n, err := s.Command("ZCARD", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := strconv.ParseInt(n, 10, 64)
+		return v
+	}
+	took, ok := waitFor(10*time.Second, func() bool { return holders() == 0 })
+	t.Logf("%d Acquires (round trip %v): %d cancelled, %d acquired; of their Releases %d returned the caller's error, %d completed; every slot free %v after the last call (%v)",
+		calls, rtt.Round(time.Microsecond), cancelledAcquires.Load(), acquired.Load(), cancelledReleases.Load(), released.Load(), took.Round(time.Millisecond), ok)
+	if !ok {
+		t.Fatalf("%d slots still taken 10s after the last call", holders())
+	}
+	if took > 2*time.Second {
+		t.Errorf("the slots were given back %v after the last call, want within 2s", took)
+	}
+	if cancelledAcquires.Load() == 0 || cancelledReleases.Load() == 0 {
+		t.Errorf("no call was cut short (%d Acquires, %d Releases): the test tests nothing", cancelledAcquires.Load(), cancelledReleases.Load())
+	}
+}
+
+// A key holding another type (a string where a sliding log keeps a sorted
+// set, or a concurrency limit its holders) fails that call alone, with
+// ErrWrongType naming the key; the breaker does not move and other
+// identities are decided by Redis. (The string-state scripts, GCRA and the
+// windows, read a key of another type as empty and replace it.)
+func TestWrongType(t *testing.T) {
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	rec := newRecorder()
+	l, err := New(c, WithLogger(nil), WithMeterProvider(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	lim := Must(SlidingLog(10, time.Second))
+	conc := Must(Concurrency(10, time.Second))
+	bad := l.Key("bad", lim)
+	for _, k := range []string{bad, l.Key("bad", conc)} {
+		if _, err := s.Command("SET", k, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 { // twice the breaker's threshold
+		r, err := l.Allow(ctx, "bad", lim)
+		if !errors.Is(err, ErrWrongType) || !strings.Contains(err.Error(), bad) || r != (Result{}) {
+			t.Fatalf("call %d on %s: %+v, %v; want ErrWrongType naming the key", i, bad, r, err)
+		}
+	}
+	if _, _, err := l.Acquire(ctx, "bad", conc); !errors.Is(err, ErrWrongType) || !strings.Contains(err.Error(), l.Key("bad", conc)) {
+		t.Fatalf("Acquire over a string: %v; want ErrWrongType naming the key", err)
+	}
+	if r, err := l.Allow(ctx, "good", lim); err != nil || r.Degraded || !r.Allowed {
+		t.Fatalf("another identity: %+v, %v; want a decision by Redis", r, err)
+	}
+	if err := l.Health().Err(); err != nil || transitions(rec, "redis") != 0 {
+		t.Fatalf("after WRONGTYPE: %v, %d transitions; want the breaker untouched", err, transitions(rec, "redis"))
+	}
+	if err := l.Reset(ctx, "bad", lim); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(ctx, "bad", lim); err != nil || !r.Allowed {
+		t.Fatalf("after Reset: %+v, %v", r, err)
+	}
+}
+
+// goroutineIDs lists the goroutines alive whose stack holds a function of
+// this package other than a test's (a goroutine the Limiter started), with
+// their stacks.
+func ourGoroutines() map[int]string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	head := regexp.MustCompile(`^goroutine (\d+) `)
+	out := map[int]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		m := head.FindStringSubmatch(g)
+		if m == nil || !strings.Contains(g, "github.com/sluice-go/sluice.") || strings.Contains(g, "testing.tRunner") {
+			continue
+		}
+		id, _ := strconv.Atoi(m[1])
+		out[id] = g
+	}
+	return out
+}
+
+// Close ends every goroutine the Limiter started (calls in flight on a
+// paused Redis, fliers waiting for work, the release queue, probes) and
+// later calls return ErrClosed.
+func TestCloseEndsGoroutines(t *testing.T) {
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	before := ourGoroutines()
+	l, err := New(c, WithLogger(nil), WithSilenceTimeout(50*time.Millisecond), WithBreaker(1, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lim := Must(GCRA(1000, time.Second, 1000))
+	conc := Must(Concurrency(10, time.Hour))
+	stop := startLoad(16, 0, func(w, n int) {
+		l.Allow(ctx, "close-"+strconv.Itoa(w), lim)
+		if lease, r, err := l.Acquire(ctx, "close", conc); err == nil && r.Allowed {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			l.Release(cctx, lease)
+		}
+	})
+	waitFor(time.Second, func() bool { return len(ourGoroutines()) > len(before)+8 })
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Resume()
+	// Calls wait on the paused node, the breaker opens, probes go out.
+	waitFor(5*time.Second, func() bool { return breakerOf(l, "redis") != "closed" })
+	running := len(ourGoroutines()) - len(before)
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s")
+	}
+	stop()
+	if _, err := l.Allow(ctx, "after", lim); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Allow after Close: %v; want ErrClosed", err)
+	}
+	var left map[int]string
+	if _, ok := waitFor(5*time.Second, func() bool {
+		left = ourGoroutines()
+		for id := range before {
+			delete(left, id)
+		}
+		return len(left) == 0
+	}); !ok {
+		ids := slices.Sorted(func(yield func(int) bool) {
+			for id := range left {
+				if !yield(id) {
+					return
+				}
+			}
+		})
+		t.Fatalf("%d goroutines left after Close (%d ran before it); the first:\n%s", len(left), running, left[ids[0]])
+	}
+	t.Logf("%d goroutines of the Limiter's (beside the load's) before Close, none after", running)
+}
