@@ -946,3 +946,116 @@ func BenchmarkBreakerOpen(b *testing.B) {
 		})
 	}
 }
+
+// The hot slots of a cluster migrated by hand (CLUSTER SETSLOT MIGRATING /
+// IMPORTING, then MIGRATE one key at a time) under a load of AllowAll
+// calls, whose two keys per identity share a slot: while one key has moved
+// and the other not, Redis answers TRYAGAIN (the script did not run). The
+// Limiter sends the call again until it runs: no error, no degraded
+// decision, and each identity admitted exactly its limit.
+func TestFaultMigrateAllowAll(t *testing.T) {
+	cl := redisserver.StartCluster(t, 3)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := newRecorder()
+	l, err := New(c, WithLogger(nil), WithDenialCache(0), WithMeterProvider(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	src, dst := cl.Nodes[0], cl.Nodes[1]
+	first := firstSlot(t, src)
+	const limit = 100
+	perSec := Must(GCRA(limit, time.Hour, limit)).Named("hot-a")
+	perHour := Must(GCRA(10*limit, time.Hour, 10*limit)).Named("hot-b")
+	// Two hot slots of src, four identities in each.
+	var ids []string
+	slots := map[int]int{}
+	for i := 0; len(ids) < 8; i++ {
+		id := "hot-" + strconv.Itoa(i)
+		s := keyslot.Of(l.Key(id, perSec))
+		if s < first || s >= first+1000 || len(slots) == 2 && slots[s] == 0 || slots[s] == 4 {
+			continue
+		}
+		slots[s]++
+		ids = append(ids, id)
+	}
+	// Every identity's two keys exist on src before the move: the first
+	// key moved leaves the other behind.
+	tl := newTally(len(ids))
+	for i, id := range ids {
+		start := time.Now()
+		r, err := l.AllowAll(context.Background(), id, 1, perSec, perHour)
+		tl.note(i, r, err, time.Since(start))
+		if err != nil || !r.Allowed || r.Degraded {
+			t.Fatalf("first call of %s: %+v, %v", id, r, err)
+		}
+	}
+	srcID, _ := src.Command("CLUSTER", "MYID")
+	dstID, _ := dst.Command("CLUSTER", "MYID")
+	dstHost, dstPort, _ := strings.Cut(dst.Addr, ":")
+	began := time.Now()
+	for s := range slots {
+		if _, err := dst.Command("CLUSTER", "SETSLOT", strconv.Itoa(s), "IMPORTING", srcID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Command("CLUSTER", "SETSLOT", strconv.Itoa(s), "MIGRATING", dstID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := startLoad(loadWorkers, 0, func(w, n int) {
+		i := (w + n) % len(ids)
+		start := time.Now()
+		res, err := l.AllowAll(context.Background(), ids[i], 1, perSec, perHour)
+		tl.note(i, res, err, time.Since(start))
+	})
+	defer stop()
+	moved := 0
+	for s := range slots {
+		for {
+			keys, err := src.Command("CLUSTER", "GETKEYSINSLOT", strconv.Itoa(s), "100")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys == "" {
+				break
+			}
+			for _, k := range strings.Split(keys, "\n") {
+				if _, err := src.Command("MIGRATE", dstHost, dstPort, k, "0", "5000"); err != nil && !strings.Contains(err.Error(), "NOKEY") {
+					t.Fatalf("MIGRATE %s: %v", k, err)
+				}
+				moved++
+				time.Sleep(20 * time.Millisecond) // the split state lasts a while under load
+			}
+		}
+		for _, n := range cl.Nodes {
+			if _, err := n.Command("CLUSTER", "SETSLOT", strconv.Itoa(s), "NODE", dstID); err != nil {
+				t.Fatalf("SETSLOT NODE on %s: %v", n.Addr, err)
+			}
+		}
+	}
+	took := time.Since(began)
+	// Load after the move: every identity's limit is used up.
+	waitFor(10*time.Second, func() bool { return tl.admitted.Load() >= limit*int64(len(ids)) })
+	stop()
+	var retries int64
+	for _, lim := range []Limit{perSec, perHour} {
+		retries += rec.get(MetricRetries + "{sluice.algorithm=gcra,sluice.limit=" + lim.Name + "}")
+	}
+	t.Logf("migrated %d slots (%d keys, one at a time) in %v under %d goroutines of AllowAll: %v; %d calls sent again after TRYAGAIN",
+		len(slots), moved, took.Round(time.Millisecond), loadWorkers, tl, retries)
+	if tl.errs.Load() != 0 || tl.degraded.Load() != 0 {
+		t.Fatalf("%v; first error: %v", tl, tl.err())
+	}
+	for i, id := range ids {
+		if n := tl.redisAdmits[i].Load(); n != limit {
+			t.Errorf("%s: %d admitted, limit %d", id, n, limit)
+		}
+	}
+	if moved == 0 || retries == 0 {
+		t.Errorf("%d keys moved, %d TRYAGAIN retries: the split state the test is for never happened", moved, retries)
+	}
+}
