@@ -137,17 +137,23 @@ func (cd *callerDeadlines) String() string {
 		cd.calls.Load(), cd.decided.Load(), cd.deadline.Load(), cd.degraded.Load(), cd.other.Load(), &cd.late)
 }
 
-// bare is the same load of 1ms deadlines waited for with nothing else
-// (<-ctx.Done()): how late the Go scheduler and the host let any waiter
-// return, which a call through the Limiter cannot beat.
-func bare(perWorker int) *latencies {
+// bare waits for 1ms deadlines with nothing else (<-ctx.Done()) on 16
+// goroutines until stop is closed: how late the Go scheduler and the host
+// let any waiter return while the load beside it runs, which a call
+// through the Limiter cannot beat.
+func bare(stop <-chan struct{}) *latencies {
 	var late latencies
 	var wg sync.WaitGroup
-	for range 64 {
+	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range perWorker {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
 				start := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 				<-ctx.Done()
@@ -197,9 +203,10 @@ func (cd *callerDeadlines) run(l *Limiter, lim Limit, perWorker int) {
 // four CPU hogs: every call returns Redis's decision or DeadlineExceeded,
 // none is degraded, the breaker never moves, and 99% of the calls return
 // within 5ms of their deadline, beyond the lateness the host gives a bare
-// wait for the same deadlines measured just before (on an idle machine
-// that is well under 1ms; beside CPU hogs, the host's scheduler alone
-// makes it several ms, which no limiter can undo).
+// wait for the same deadlines beside them (well under 1ms on an idle
+// machine; beside CPU hogs, or with the cores saturated by the load
+// itself, the scheduler alone makes it several ms, which no limiter can
+// undo).
 func TestCallerDeadlinesExact(t *testing.T) {
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
@@ -216,7 +223,9 @@ func TestCallerDeadlinesExact(t *testing.T) {
 			if phase == "hogs" {
 				defer startHogs(t, 4, time.Minute)()
 			}
-			host := bare(100)
+			stopBare := make(chan struct{})
+			hostc := make(chan *latencies)
+			go func() { hostc <- bare(stopBare) }()
 			switch phase {
 			case "paused":
 				if err := s.Pause(); err != nil {
@@ -227,6 +236,8 @@ func TestCallerDeadlinesExact(t *testing.T) {
 				defer s.Resume()
 			}
 			cd.run(l, lim, 100)
+			close(stopBare)
+			host := <-hostc
 			tr := transitions(rec, "redis")
 			t.Logf("%s: %v; %d breaker transitions; a bare wait for the same deadlines returned after them: %v", phase, &cd, tr, host)
 			if cd.degraded.Load() != 0 || cd.other.Load() != 0 || tr != 0 {

@@ -29,6 +29,7 @@ type node struct {
 	inflight  atomic.Int64 // calls of ours waiting on the node
 	busySince atomic.Int64 // UnixNano since which calls have waited on it without a break; 0: none waiting
 	probing   atomic.Bool
+	suspect   atomic.Int64  // UnixNano when calls were last seen waiting the silence timeout; confirmed by silentNode
 	slots     chan struct{} // one token per call out on the node, at most maxFlights
 }
 

@@ -90,14 +90,12 @@ func (r *overloadRun) String() string {
 // Overload is not an outage. With sixteen busy-loop processes beside it on
 // this machine's cores, 448 goroutines calling Allow on one identity at
 // 100 per hour and 64 taking and releasing slots of a Concurrency(16)
-// limit, for 4s: the identity is admitted at most 100 times by Redis plus,
-// while degraded, the local share (the whole limit of 100 with the default
-// WithLocalFallback(1), plus its refill of 100 per hour); no lease leaks
-// (every slot is free after the holders release, in Redis and in the
-// local fallback); and after the hogs stop every breaker closes within
-// 2 × cooldown. The same load with the settings of earlier versions (a
-// fixed 100ms timeout, FailOpen) is measured and logged for comparison,
-// not asserted.
+// limit, for 4s, with the defaults: Redis answers throughout, so the
+// identity is admitted exactly 100 times, every decision by Redis, no
+// breaker moves, and no lease leaks (every slot is free after the holders
+// release, in Redis and in the local fallback). The same load with a bound
+// of 100ms on each call (WithTimeout) and FailOpen, the settings of
+// earlier versions, is measured and logged for comparison, not asserted.
 func TestOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("overload test: 4s of load beside sixteen CPU hogs, twice")
@@ -109,7 +107,6 @@ func TestOverload(t *testing.T) {
 		slots    = 16
 		hogs     = 16
 		load     = 4 * time.Second
-		cooldown = time.Second // the default
 		workers  = 512
 		holders  = 64
 	)
@@ -205,25 +202,21 @@ func TestOverload(t *testing.T) {
 	}
 
 	cur := run("defaults")
-	old := run("earlier-defaults", WithTimeout(100*time.Millisecond), WithFailurePolicy(FailOpen))
-	t.Logf("admitted on one identity at %d/h: %d with the defaults (FailLocal, adaptive timeout), %d with a fixed 100ms timeout and FailOpen",
+	old := run("bounded", WithTimeout(100*time.Millisecond), WithFailurePolicy(FailOpen))
+	t.Logf("admitted on one identity at %d/h: %d with the defaults (FailLocal, no bound on a node that answers), %d with a 100ms bound and FailOpen",
 		limit, cur.rate.admitted.Load(), old.rate.admitted.Load())
 
 	if cur.rate.errs.Load() != 0 {
 		t.Errorf("%d calls returned errors (first: %v)", cur.rate.errs.Load(), cur.rate.err())
 	}
-	if n := cur.rate.redisAdmits[0].Load(); n > limit {
+	if n := cur.rate.redisAdmits[0].Load(); n != limit {
 		t.Errorf("Redis admitted %d, limit %d", n, limit)
 	}
-	// The local share is the whole limit (one replica) plus its refill of
-	// 100 per hour over the test (under one more).
-	if n := cur.rate.localAdmits[0].Load(); n > limit+1 {
-		t.Errorf("the local fallback admitted %d, its share is %d", n, limit)
+	if cur.rate.degraded.Load() != 0 || cur.acquiredLocal.Load() != 0 {
+		t.Errorf("%d rate decisions and %d leases came from the local fallback while Redis answered", cur.rate.degraded.Load(), cur.acquiredLocal.Load())
 	}
-	if !cur.closed {
-		t.Errorf("a breaker was still open %v after the hogs stopped", cur.closeAfter)
-	} else if cur.closeAfter > 2*cooldown {
-		t.Errorf("the breaker closed %v after the hogs stopped, more than 2 × cooldown (%v)", cur.closeAfter, 2*cooldown)
+	if n := cur.transitions["open"] + cur.transitions["half-open"] + cur.transitions["closed"]; n != 0 || !cur.closed {
+		t.Errorf("breaker transitions %v while Redis answered", cur.transitions)
 	}
 	if cur.localLeft != 0 {
 		t.Errorf("%d local leases left after every holder released", cur.localLeft)

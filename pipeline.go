@@ -86,6 +86,25 @@ var (
 	errTimeout = errors.New("sluice: no reply within WithTimeout's bound (the node answers others)")
 )
 
+// The errors of a caller whose context ended, made once: a caller giving
+// up costs no allocation.
+var (
+	errCallerDeadline = fmt.Errorf("sluice: %w", context.DeadlineExceeded)
+	errCallerCanceled = fmt.Errorf("sluice: %w", context.Canceled)
+)
+
+// callerErr is the error of a call whose caller's context ended.
+func callerErr(ctx context.Context) error {
+	switch err := ctx.Err(); err {
+	case context.DeadlineExceeded:
+		return errCallerDeadline
+	case context.Canceled:
+		return errCallerCanceled
+	default:
+		return fmt.Errorf("sluice: %w", err)
+	}
+}
+
 // run is the one decision pipeline every entry point uses: breaker →
 // call, outliving a caller who gives up → classify → failure policy →
 // metrics.
@@ -132,7 +151,7 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, er
 	req.node = n
 	req.start = time.Now()
 	if err := ctx.Err(); err != nil && req.kind != callRelease {
-		return decision{}, outcomeCaller, fmt.Errorf("sluice: %w", err) // nothing sent, nothing charged
+		return decision{}, outcomeCaller, callerErr(ctx) // nothing sent, nothing charged
 	}
 	if !req.bypass() {
 		if ok, probe := n.breaker.allow(); !ok {
@@ -182,22 +201,20 @@ func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome,
 	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	var recheck time.Time
 	for {
-		wake := n.silentAt(l.cfg.silence)
-		if !bound.IsZero() && (wake.IsZero() || bound.Before(wake)) {
-			wake = bound
-		}
-		if !wake.IsZero() {
+		if wake := earliest(n.silentAt(l.cfg.silence), recheck, bound); !wake.IsZero() {
 			t.Reset(time.Until(wake))
 		}
 		select {
 		case n.slots <- struct{}{}:
 			return outcomeOK, nil
 		case <-ctx.Done():
-			return outcomeCaller, fmt.Errorf("sluice: %w", ctx.Err())
+			return outcomeCaller, callerErr(ctx)
 		case <-t.C:
 			now := time.Now()
-			if n.silent(now, l.cfg.silence) {
+			var silent bool
+			if silent, recheck = l.silentNode(n, now); silent {
 				l.silenced(n)
 				return outcomeUnavailable, errSilent
 			}
@@ -324,13 +341,11 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 		bound = f.req.start.Add(l.cfg.timeout)
 	}
 	t := f.timer
+	var recheck time.Time
 	for {
 		// The flight counts in the node's inflight until it lands, so
 		// silentAt is set while it is out.
-		wake := n.silentAt(l.cfg.silence)
-		if !bound.IsZero() && (wake.IsZero() || bound.Before(wake)) {
-			wake = bound
-		}
+		wake := earliest(n.silentAt(l.cfg.silence), recheck, bound)
 		var tc <-chan time.Time
 		if !wake.IsZero() {
 			t.Reset(time.Until(wake))
@@ -346,10 +361,11 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 				<-f.done
 				return l.landed(f)
 			}
-			return decision{}, outcomeCaller, fmt.Errorf("sluice: %w", ctx.Err())
+			return decision{}, outcomeCaller, callerErr(ctx)
 		case <-tc:
 			now := time.Now()
-			silent := n.silent(now, l.cfg.silence)
+			var silent bool
+			silent, recheck = l.silentNode(n, now)
 			if !silent && (bound.IsZero() || now.Before(bound)) {
 				continue
 			}
@@ -364,6 +380,41 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 			return decision{}, outcomeUnavailable, errTimeout
 		}
 	}
+}
+
+// earliest is the earliest of the times that are set; zero if none is.
+func earliest(ts ...time.Time) time.Time {
+	var e time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (e.IsZero() || t.Before(e)) {
+			e = t
+		}
+	}
+	return e
+}
+
+// silentNode reports whether n is silent at now, confirmed: calls have
+// waited on it the whole silence timeout with no reply of any kind, and
+// the Limiter's own PING, sent when that was first seen, has had a quarter
+// of the timeout more without a reply either. Until then it returns when
+// to look again. The second look guards against this process being
+// starved of CPU: replies that arrived but were not yet read by goroutines
+// waiting for a core are read by then.
+func (l *Limiter) silentNode(n *node, now time.Time) (bool, time.Time) {
+	if !n.silent(now, l.cfg.silence) {
+		return false, time.Time{}
+	}
+	confirm := l.cfg.silence / 4
+	sus := n.suspect.Load()
+	if sus == 0 || sus < n.lastReply.Load() {
+		n.suspect.CompareAndSwap(sus, now.UnixNano())
+		l.probe(n)
+		return false, now.Add(confirm)
+	}
+	if at := time.Unix(0, sus).Add(confirm); now.Before(at) {
+		return false, at
+	}
+	return true, time.Time{}
 }
 
 // landed takes the reply of a flight whose waiter is still there.
