@@ -103,12 +103,12 @@ func TestOverload(t *testing.T) {
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
 	const (
-		limit    = 100
-		slots    = 16
-		hogs     = 16
-		load     = 4 * time.Second
-		workers  = 512
-		holders  = 64
+		limit   = 100
+		slots   = 16
+		hogs    = 16
+		load    = 4 * time.Second
+		workers = 512
+		holders = 64
 	)
 	lim := Must(GCRA(limit, time.Hour, limit))
 	conc := Must(Concurrency(slots, time.Hour))
