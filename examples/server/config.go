@@ -55,7 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.headers, "headers", "both", "rate-limit headers: both (draft RateLimit-* and X-RateLimit-*), draft, legacy, none")
 	fs.StringVar(&failure, "failure", "local", "when Redis is unavailable: local (an in-memory share of the quota; the library's default), open (admit), closed (deny with 503)")
 	fs.IntVar(&c.replicas, "replicas", 1, "with -failure local: how many replicas share the quota")
-	fs.DurationVar(&c.timeout, "timeout", 0, "a fixed bound on each Redis call; past it the -failure policy decides (default: the library's adaptive timeout, 100ms to 1s, following the latency it observes)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "a bound on how long one request waits for a Redis that answers; past it the -failure policy decides that request (default 0: no bound; a Redis silent for 1s is taken for gone whatever this says)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP by sluice.\n\n")
 		fs.PrintDefaults()

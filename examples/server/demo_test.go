@@ -77,13 +77,12 @@ type demo struct {
 
 var listening = regexp.MustCompile(`^listening on (http://\S+)$`)
 
-// startDemo starts the demo on a free loopback port with args, waits until
-// /healthz answers, and stops it (checking a clean exit) when the test ends.
-// Redis calls get a generous -timeout (args may override it): on a loaded
-// machine the default 100ms can expire, and the failure policy would decide.
+// startDemo starts the demo on a free loopback port with args (the
+// defaults otherwise), waits until /healthz answers, and stops it (checking
+// a clean exit) when the test ends.
 func startDemo(t *testing.T, args ...string) *demo {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"-addr", "127.0.0.1:0", "-timeout", "10s"}, args...)...)
+	cmd := exec.Command(binary(t), append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
