@@ -203,7 +203,11 @@ func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome,
 	defer t.Stop()
 	var recheck time.Time
 	for {
-		if wake := earliest(n.silentAt(l.cfg.silence), recheck, bound); !wake.IsZero() {
+		wake := earliest(n.silentAt(l.cfg.silence), bound)
+		if !recheck.IsZero() {
+			wake = earliest(recheck, bound)
+		}
+		if !wake.IsZero() {
 			t.Reset(time.Until(wake))
 		}
 		select {
@@ -344,8 +348,12 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 	var recheck time.Time
 	for {
 		// The flight counts in the node's inflight until it lands, so
-		// silentAt is set while it is out.
-		wake := earliest(n.silentAt(l.cfg.silence), recheck, bound)
+		// silentAt is set while it is out; once silence is suspected,
+		// the next look is the recheck.
+		wake := earliest(n.silentAt(l.cfg.silence), bound)
+		if !recheck.IsZero() {
+			wake = earliest(recheck, bound)
+		}
 		var tc <-chan time.Time
 		if !wake.IsZero() {
 			t.Reset(time.Until(wake))
