@@ -408,3 +408,32 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("after recovery: %v", err)
 	}
 }
+
+// A release Redis does not answer is retried in the background until the
+// lease would have expired on the Limiter's clock (here a virtual one),
+// and then dropped: the queue's goroutine ends.
+func TestReleaseRetriesOnTheLimitersClock(t *testing.T) {
+	ctx := context.Background()
+	l, _, clk, sc := miniLimiter(t)
+	defer l.Close()
+	lim := Must(Concurrency(1, time.Minute))
+	lease, r, err := l.Acquire(ctx, "u", lim)
+	if err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("Acquire: %+v, %v", r, err)
+	}
+	sc.fail.Store(true)
+	if err := l.Release(ctx, lease); err == nil || !strings.Contains(err.Error(), "retried in the background") {
+		t.Fatalf("Release with Redis down: %v", err)
+	}
+	calls := sc.calls.Load()
+	if _, ok := waitFor(10*time.Second, func() bool { return sc.calls.Load() >= calls+3 }); !ok {
+		t.Fatalf("the release was not retried: %d calls", sc.calls.Load()-calls)
+	}
+	if !l.undos.running.Load() {
+		t.Fatal("the release queue stopped while the lease is still live on the Limiter's clock")
+	}
+	clk.add(time.Minute) // the lease has expired: nothing left to give back
+	if _, ok := waitFor(10*time.Second, func() bool { return !l.undos.running.Load() }); !ok {
+		t.Fatal("the release queue still retries after the lease expired on the Limiter's clock")
+	}
+}

@@ -60,10 +60,7 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 		return Result{}, fmt.Errorf("%w: Extend of a zero Lease", ErrInvalidLimit)
 	}
 	if lease.local {
-		if l.local == nil {
-			return Result{Allowed: true, Limit: lease.limit, Degraded: true}, nil
-		}
-		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now()), nil
+		return l.policy.acquire(lease.key, lease.ID, lease.limit, l.now(), nil), nil
 	}
 	req := l.acquireRequest(&lease, true)
 	res, err := l.run(ctx, &req)
@@ -95,13 +92,7 @@ func (l *Limiter) degradeAcquire(req *request) Result {
 	// back (reconcile).
 	lease := req.lease
 	lease.local = true
-	switch l.cfg.policy {
-	case FailLocal:
-		return l.local.acquire(lease.key, lease.ID, lease.limit, l.now())
-	case FailClosed:
-		return Result{Limit: lease.limit, RetryAfter: req.node.breaker.retryAfter(), Degraded: true}
-	}
-	return Result{Allowed: true, Limit: lease.limit, Remaining: lease.limit.Rate - 1, Degraded: true}
+	return l.policy.acquire(lease.key, lease.ID, lease.limit, l.now(), req.node.breaker)
 }
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
@@ -116,9 +107,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		return nil
 	}
 	if lease.local {
-		if l.local != nil {
-			l.local.release(lease.key, lease.ID)
-		}
+		l.policy.release(lease.key, lease.ID)
 		return nil
 	}
 	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},

@@ -20,7 +20,7 @@ type Limiter struct {
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
 	router  *router          // the Redis node of each key, each with its own breaker
-	local   *localFallback
+	policy  fallback // the failure policy's decisions
 	denials *denialCache // nil: off
 	undos   *undoQueue   // releases still to get through: leases callers left or could not give back
 	metrics *metrics     // nil: no metrics
@@ -81,9 +81,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 		})
 		return n
 	})
-	if cfg.policy == FailLocal {
-		l.local = newLocalFallback(cfg.replicas, cfg.localEntries)
-	}
+	l.policy = newFallback(cfg)
 	if cfg.denialCache > 0 {
 		l.denials = newDenialCache(cfg.denialCache)
 	}
@@ -201,9 +199,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: reset %s: %w", k, err)
 	}
-	if l.local != nil {
-		l.local.forget(k)
-	}
+	l.policy.forget(k)
 	l.denials.forget(k)
 	return nil
 }
@@ -245,19 +241,7 @@ func (l *Limiter) degrade(req *request) Result {
 	if limits == nil {
 		keys, limits = []string{req.key}, []Limit{req.lim}
 	}
-	switch l.cfg.policy {
-	case FailLocal:
-		return l.local.decide(keys, limits, req.cost, req.peek, l.now())
-	case FailClosed:
-		return Result{Limit: limits[0], RetryAfter: req.node.breaker.retryAfter(), Degraded: true}
-	}
-	res := Result{Allowed: true, Degraded: true}
-	for i, lim := range limits {
-		if r := max(0, capacity(lim)-req.cost); i == 0 || r < res.Remaining {
-			res.Limit, res.Remaining = lim, r
-		}
-	}
-	return res
+	return l.policy.decide(keys, limits, req.cost, req.peek, l.now(), req.node.breaker)
 }
 
 var peekTrue = true

@@ -102,7 +102,7 @@ func (f *localFallback) lock(hashes []uint64) func() {
 // nothing and reports what the decision would be. The Result is the
 // binding limit's: the one denying with the longest wait (RetryNever
 // first), or when allowed the one with the least remaining.
-func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek bool, now time.Time) Result {
+func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek bool, now time.Time, _ *breaker) Result {
 	var hbuf [16]uint64
 	var tbuf [16]time.Time
 	hashes, tats := hbuf[:0], tbuf[:0]
@@ -209,7 +209,7 @@ func remainingAt(tat, now time.Time, tolerance, interval time.Duration) int64 {
 // concurrency slot for id until now + lim.Period. A shard holding its bound
 // of leases takes no new holder: the request is denied, which keeps the
 // limit.
-func (f *localFallback) acquire(key, id string, lim Limit, now time.Time) Result {
+func (f *localFallback) acquire(key, id string, lim Limit, now time.Time, _ *breaker) Result {
 	n := f.share(lim.Rate)
 	h, s := f.hash(key)
 	s.mu.Lock()

@@ -21,29 +21,29 @@ func TestLocalFallbackBound(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	key := func(id string) []string { return []string{key("p", id, lim.Name)} }
 	for i := range 10 {
-		if r := f.decide(key("spender"), []Limit{lim}, 1, false, now); !r.Allowed {
+		if r := f.decide(key("spender"), []Limit{lim}, 1, false, now, nil); !r.Allowed {
 			t.Fatalf("call %d of the spender: %+v", i, r)
 		}
 	}
-	if r := f.decide(key("spender"), []Limit{lim}, 1, false, now); r.Allowed {
+	if r := f.decide(key("spender"), []Limit{lim}, 1, false, now, nil); r.Allowed {
 		t.Fatalf("11th call: %+v; want denied", r)
 	}
 	admitted := 0
 	for i := range 10_000 {
-		if r := f.decide(key("other-"+strconv.Itoa(i)), []Limit{lim}, 1, false, now); r.Allowed {
+		if r := f.decide(key("other-"+strconv.Itoa(i)), []Limit{lim}, 1, false, now, nil); r.Allowed {
 			admitted++
 		}
 		if states, _ := f.size(); states > localShards {
 			t.Fatalf("after %d identities: %d states, bound %d", i+1, states, localShards)
 		}
 	}
-	if r := f.decide(key("spender"), []Limit{lim}, 1, false, now); r.Allowed {
+	if r := f.decide(key("spender"), []Limit{lim}, 1, false, now, nil); r.Allowed {
 		t.Fatalf("the spender after being pushed out: %+v; want still denied", r)
 	}
 	t.Logf("10,000 other identities: %d admitted at once (a shard's floor holds back those that follow a dropped state)", admitted)
 	// Time passing frees everyone: a state that has expired is dropped first.
 	later := now.Add(2 * time.Hour)
-	if r := f.decide(key("spender"), []Limit{lim}, 1, false, later); !r.Allowed {
+	if r := f.decide(key("spender"), []Limit{lim}, 1, false, later, nil); !r.Allowed {
 		t.Fatalf("two hours later: %+v", r)
 	}
 }
@@ -80,7 +80,7 @@ func BenchmarkLocalFallbackMemory(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		states, _ := l.local.size()
+		states, _ := l.policy.(*localFallback).size()
 		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/(1<<20), "MiB")
 		b.ReportMetric(float64(states), "states")
 		runtime.KeepAlive(l)

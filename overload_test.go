@@ -177,8 +177,8 @@ func TestOverload(t *testing.T) {
 			}
 		}
 		r.acquireTimeouts = rec.get(MetricRedisFailures + "{sluice.algorithm=concurrency,sluice.failure=timeout,sluice.limit=" + conc.Name + "}")
-		if l.local != nil {
-			_, left := l.local.size()
+		if local, ok := l.policy.(*localFallback); ok {
+			_, left := local.size()
 			r.localLeft = int64(left)
 		}
 		r.transitions = map[string]int64{}
