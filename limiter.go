@@ -20,10 +20,10 @@ type Limiter struct {
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
 	router  *router          // the Redis node of each key, each with its own breaker
-	policy  fallback // the failure policy's decisions
-	denials *denialCache // nil: off
-	undos   *undoQueue   // releases still to get through: leases callers left or could not give back
-	metrics *metrics     // nil: no metrics
+	policy  fallback         // the failure policy's decisions
+	denials *denialCache     // nil: off
+	undos   *undoQueue       // releases still to get through: leases callers left or could not give back
+	metrics *metrics         // nil: no metrics
 
 	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
 	idle       chan *flight   // fliers waiting for a flight to send
