@@ -206,7 +206,7 @@ func (cd *callerDeadlines) run(l *Limiter, lim Limit, perWorker int) {
 // wait for the same deadlines beside them (well under 1ms on an idle
 // machine; beside CPU hogs, or with the cores saturated by the load
 // itself, the scheduler alone makes it several ms, which no limiter can
-// undo).
+// undo, and beside hogs the bound is twice it plus 5ms).
 func TestCallerDeadlinesExact(t *testing.T) {
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
@@ -243,16 +243,27 @@ func TestCallerDeadlinesExact(t *testing.T) {
 			if cd.degraded.Load() != 0 || cd.other.Load() != 0 || tr != 0 {
 				t.Errorf("%s: %v, %d transitions; want none degraded, no other error, no transition (other: %v)", phase, &cd, tr, cd.otherErr)
 			}
-			if p99, base := cd.late.quantile(0.99), host.quantile(0.99); p99 > base+5*time.Millisecond {
-				t.Errorf("%s: 99%% of the calls returned within %v of their deadline, want 5ms beyond a bare wait's %v", phase, p99, base)
+			// Beside CPU hogs every goroutine waits for the host's
+			// scheduler, and a call, which does more work after its
+			// deadline than a bare wait (it returns through the
+			// pipeline), waits more often: there the bound is twice the
+			// bare wait's plus 5ms.
+			p99, base := cd.late.quantile(0.99), host.quantile(0.99)
+			bound := base + 5*time.Millisecond
+			if phase == "hogs" {
+				bound += base
+			}
+			if p99 > bound {
+				t.Errorf("%s: 99%% of the calls returned within %v of their deadline, want %v (a bare wait's p99 is %v)", phase, p99, bound, base)
 			}
 		})
 	}
 }
 
-// Acquire calls cancelled at random points (before the call is sent, while
-// it is out, after the script ran), and Releases with cancelled contexts:
-// no slot stays taken.
+// 1,000 Acquire calls cancelled at random points (before the call is
+// sent, while it is out, after the script ran), and 1,000 Releases with
+// cancelled contexts (cancelled before the call, or while it is out): no
+// slot stays taken.
 func TestLeasesNotLeaked(t *testing.T) {
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
@@ -262,7 +273,7 @@ func TestLeasesNotLeaked(t *testing.T) {
 	}
 	defer l.Close()
 	lim := Must(Concurrency(1_000_000, time.Hour))
-	const id, calls = "leases", 1000
+	const id, calls, workers = "leases", 1000, 20
 	key := l.Key(id, lim)
 	// A round trip on this machine now, to spread the cancellations over.
 	start := time.Now()
@@ -270,46 +281,55 @@ func TestLeasesNotLeaked(t *testing.T) {
 		t.Fatal(err)
 	}
 	rtt := time.Since(start)
-	var acquired, cancelledAcquires, cancelledReleases, released atomic.Int64
-	cancelled, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
+	var cutAcquires, cutReleases, acquired atomic.Int64
+	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
+	// cutShort is a context cancelled before the call (one in eight) or
+	// at a random moment within a few round trips.
+	cutShort := func(rng *rand.Rand) (context.Context, context.CancelFunc) {
+		cctx, cancel := context.WithCancel(ctx)
+		if rng.IntN(8) == 0 {
+			cancel()
+		} else {
+			time.AfterFunc(time.Duration(rng.Int64N(int64(4*rtt))), cancel)
+		}
+		return cctx, cancel
+	}
 	var wg sync.WaitGroup
-	for w := range 20 {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for range calls / 20 {
-				ctx, cancel := context.WithCancel(context.Background())
-				if at := time.Duration(rng.Int64N(int64(4 * rtt))); rng.IntN(8) == 0 {
-					cancel() // before the call is sent
-				} else {
-					time.AfterFunc(at, cancel)
-				}
-				lease, res, err := l.Acquire(ctx, id, lim)
+			for range calls / workers {
+				// An Acquire cut short; if it got its lease anyway, the
+				// caller releases it as usual.
+				actx, cancel := cutShort(rng)
+				lease, res, err := l.Acquire(actx, id, lim)
 				cancel()
-				switch {
-				case err != nil:
-					cancelledAcquires.Add(1)
-					continue
-				case !res.Allowed || res.Degraded:
-					t.Errorf("Acquire: %+v", res)
+				if err != nil {
+					cutAcquires.Add(1)
+				} else if res.Allowed {
+					if err := l.Release(ctx, lease); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+				// An Acquire that completes, and a Release cut short.
+				lease, res, err = l.Acquire(ctx, id, lim)
+				if err != nil || !res.Allowed || res.Degraded {
+					t.Errorf("Acquire: %+v, %v", res, err)
 					continue
 				}
 				acquired.Add(1)
-				// Half the releases with a context already cancelled,
-				// half with one cancelled while the release is out.
-				rctx := cancelled
+				rctx, rcancel := cancelled, context.CancelFunc(func() {})
 				if rng.IntN(2) == 0 {
-					var rcancel context.CancelFunc
-					rctx, rcancel = context.WithCancel(context.Background())
-					time.AfterFunc(time.Duration(rng.Int64N(int64(2*rtt))), rcancel)
+					rctx, rcancel = cutShort(rng)
 				}
 				if err := l.Release(rctx, lease); err != nil {
-					cancelledReleases.Add(1)
-				} else {
-					released.Add(1)
+					cutReleases.Add(1)
 				}
+				rcancel()
 			}
 		}()
 	}
@@ -323,16 +343,16 @@ func TestLeasesNotLeaked(t *testing.T) {
 		return v
 	}
 	took, ok := waitFor(10*time.Second, func() bool { return holders() == 0 })
-	t.Logf("%d Acquires (round trip %v): %d cancelled, %d acquired; of their Releases %d returned the caller's error, %d completed; every slot free %v after the last call (%v)",
-		calls, rtt.Round(time.Microsecond), cancelledAcquires.Load(), acquired.Load(), cancelledReleases.Load(), released.Load(), took.Round(time.Millisecond), ok)
+	t.Logf("round trip %v: %d Acquires cut short (%d returned the caller's error); %d Releases of %d leases with cancelled contexts (%d returned the caller's error); every slot free %v after the last call (%v)",
+		rtt.Round(time.Microsecond), calls, cutAcquires.Load(), calls, acquired.Load(), cutReleases.Load(), took.Round(time.Millisecond), ok)
 	if !ok {
 		t.Fatalf("%d slots still taken 10s after the last call", holders())
 	}
 	if took > 2*time.Second {
 		t.Errorf("the slots were given back %v after the last call, want within 2s", took)
 	}
-	if cancelledAcquires.Load() == 0 || cancelledReleases.Load() == 0 {
-		t.Errorf("no call was cut short (%d Acquires, %d Releases): the test tests nothing", cancelledAcquires.Load(), cancelledReleases.Load())
+	if cutAcquires.Load() == 0 || cutReleases.Load() == 0 {
+		t.Errorf("no call was cut short (%d Acquires, %d Releases): the test tests nothing", cutAcquires.Load(), cutReleases.Load())
 	}
 }
 

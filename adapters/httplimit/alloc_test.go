@@ -62,6 +62,9 @@ const (
 // path (allowed requests), counting the Limiter's own work out: a
 // regression here costs every request of every user.
 func TestAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
 	lim := cannedLimiter(t)
 	big := func(name string) sluice.Limit { return sluice.Must(sluice.GCRA(1<<30, time.Second, 1<<30)).Named(name) }
 	const tries, runs = 5, 1000 // the least of five counts: background goroutines only add
