@@ -165,6 +165,11 @@ func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, er
 	case n.slots <- struct{}{}:
 	default:
 		if o, err := l.queue(ctx, n, req.start); o != outcomeOK {
+			if req.kind == callRelease && o == outcomeCaller {
+				// Nothing was sent, and a release must be: the
+				// release queue sends it.
+				l.giveBack(req.key, req.holder, req.lim)
+			}
 			return decision{}, o, err
 		}
 	}
@@ -304,7 +309,7 @@ func (l *Limiter) fly(f *flight) {
 			break
 		}
 		n.replied(time.Now())
-		if f.state.Load() != flightWaiting {
+		if f.state.Load() != flightWaiting && req.kind != callRelease {
 			break // nobody waits, and the script did not run: nothing to do
 		}
 		l.metrics.retry(req.lim)
