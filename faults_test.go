@@ -1035,7 +1035,9 @@ func TestFaultMigrateAllowAll(t *testing.T) {
 					t.Fatalf("MIGRATE %s: %v", k, err)
 				}
 				moved++
-				time.Sleep(20 * time.Millisecond) // the split state lasts a while under load
+				// Leave the split state to the load for 20 decisions.
+				from := tl.decisions.Load() + tl.errs.Load()
+				waitFor(10*time.Second, func() bool { return tl.decisions.Load()+tl.errs.Load() >= from+20 })
 			}
 		}
 		for _, n := range cl.Nodes {
