@@ -19,24 +19,64 @@ import (
 // its scripts call (Redis checks those against the caller's ACL too).
 // HELLO (with AUTH) needs no permission. rueidis sends CLUSTER SLOTS on
 // every NewClient to tell a cluster from a standalone server (a refusal
-// only costs an ACL LOG entry there); on a cluster it and the Limiter need
-// it, and rueidis sends ASKING to follow a slot being migrated.
+// only costs an ACL LOG entry there), CLUSTER SHARDS instead to servers
+// of version 8 or later, and CLIENT SETINFO to servers of 7.2 or later
+// (a subcommand 7.0 does not know, so the rule adds it only there); on a
+// cluster it and the Limiter need the slot map, and rueidis sends ASKING
+// to follow a slot being migrated.
 var (
-	aclCommands       = []string{"+evalsha", "+eval", "+del", "+ping", "+cluster|slots"}
+	aclCommands       = []string{"+evalsha", "+eval", "+del", "+ping", "+cluster|slots", "+cluster|shards"}
+	aclSetinfo        = "+client|setinfo" // Redis 7.2 and later, Valkey
 	aclClusterCommand = []string{"+asking"}
 	aclScriptCommands = []string{"+time", "+get", "+mget", "+set", "+pexpire", "+pttl",
 		"+zadd", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore"}
 )
 
 // aclRule is the ACL SETUSER rule (after the user name) for password and
-// key prefix.
-func aclRule(password, prefix string, cluster bool) []string {
+// key prefix, on a server of the given version (from HELLO).
+func aclRule(password, prefix string, cluster bool, version string) []string {
 	rule := []string{"on", ">" + password, "resetkeys", "~" + prefix + ":*", "resetchannels", "-@all"}
 	rule = append(rule, aclCommands...)
+	if versionAtLeast(version, 7, 2) {
+		rule = append(rule, aclSetinfo)
+	}
 	if cluster {
 		rule = append(rule, aclClusterCommand...)
 	}
 	return append(rule, aclScriptCommands...)
+}
+
+// helloVersion is the server's name and version as HELLO reports them
+// (INFO's redis_version is 7.2.4 on every Valkey; HELLO tells the truth).
+func helloVersion(t *testing.T, s *redisserver.Server) (server, version string) {
+	t.Helper()
+	reply, err := s.Command("HELLO", "2")
+	if err != nil {
+		t.Fatalf("HELLO: %v", err)
+	}
+	f := strings.Split(reply, "\n")
+	for i := 0; i+1 < len(f); i += 2 {
+		switch f[i] {
+		case "server":
+			server = f[i+1]
+		case "version":
+			version = f[i+1]
+		}
+	}
+	if server == "" || version == "" {
+		t.Fatalf("HELLO 2 = %q: no server or version", reply)
+	}
+	return server, version
+}
+
+// versionAtLeast reports whether version (major.minor.patch) is at least
+// major.minor.
+func versionAtLeast(version string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(version, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // exerciseLimiter makes every kind of call the Limiter has, each of which
@@ -91,7 +131,9 @@ func exerciseLimiter(t *testing.T, l *Limiter, id string) {
 func TestTLSAndACL(t *testing.T) {
 	srv := redisserver.StartTLS(t, "--requirepass", "admin-secret")
 	srv.SetAuth("default", "admin-secret")
-	if _, err := srv.Command(append([]string{"ACL", "SETUSER", "sluice"}, aclRule("user-secret", "sluice", false)...)...); err != nil {
+	server, version := helloVersion(t, srv.Server)
+	t.Logf("%s %s", server, version)
+	if _, err := srv.Command(append([]string{"ACL", "SETUSER", "sluice"}, aclRule("user-secret", "sluice", false, version)...)...); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
 	url := "rediss://sluice:user-secret@" + srv.TLSAddr
@@ -166,8 +208,9 @@ func TestTLSAndACL(t *testing.T) {
 // rueidis sends ASKING) included.
 func TestACLCluster(t *testing.T) {
 	cl := redisserver.StartCluster(t, 3)
+	_, version := helloVersion(t, cl.Nodes[0])
 	for _, n := range cl.Nodes {
-		if _, err := n.Command(append([]string{"ACL", "SETUSER", "sluice"}, aclRule("user-secret", "sluice", true)...)...); err != nil {
+		if _, err := n.Command(append([]string{"ACL", "SETUSER", "sluice"}, aclRule("user-secret", "sluice", true, version)...)...); err != nil {
 			t.Fatalf("ACL SETUSER on %s: %v", n.Addr, err)
 		}
 	}
