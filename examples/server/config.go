@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 // config is what the command line chose.
@@ -24,6 +25,12 @@ type config struct {
 	failure   sluice.FailurePolicy
 	replicas  int
 	timeout   time.Duration
+
+	// trustedProxies are the -trusted-proxies entries (none: the TCP peer
+	// is the client); forwardedHeader is the header they write the client
+	// address into (NoProxyHeader without trustedProxies).
+	trustedProxies  []string
+	forwardedHeader httplimit.ProxyHeader
 }
 
 var (
@@ -31,6 +38,8 @@ var (
 	algorithms = []sluice.Algorithm{sluice.AlgGCRA, sluice.AlgFixedWindow, sluice.AlgSlidingWindow, sluice.AlgSlidingLog, sluice.AlgTokenBucket}
 	headerSets = []string{"both", "draft", "legacy", "none"} // see headerModes
 	failures   = map[string]sluice.FailurePolicy{"open": sluice.FailOpen, "closed": sluice.FailClosed, "local": sluice.FailLocal}
+	// forwardedHeaders maps -forwarded-header to the header IP reads.
+	forwardedHeaders = map[string]httplimit.ProxyHeader{"x-forwarded-for": httplimit.XForwardedFor, "forwarded": httplimit.Forwarded}
 )
 
 // errUsage marks a command line that was already explained to the user.
@@ -43,6 +52,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c         config
 		algorithm string
 		failure   string
+		proxies   string
+		forwarded string
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -56,6 +67,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&failure, "failure", "local", "when Redis is unavailable: local (an in-memory share of the quota; the library's default), open (admit), closed (deny with 503)")
 	fs.IntVar(&c.replicas, "replicas", 1, "with -failure local: how many replicas share the quota")
 	fs.DurationVar(&c.timeout, "timeout", 0, "a bound on how long one request waits for a Redis that answers; past it the -failure policy decides that request (default 0: no bound; a Redis silent for 1s is taken for gone whatever this says)")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDR prefixes (or addresses) of your own proxies and load balancers, e.g. 10.0.0.0/8,fd00::/8: when the TCP peer is one of them, the client IP is read from -forwarded-header (its rightmost hop that is not a trusted proxy); empty: the TCP peer is the client and forwarding headers are ignored")
+	fs.StringVar(&forwarded, "forwarded-header", "x-forwarded-for", "with -trusted-proxies: the header they write the client address into: x-forwarded-for or forwarded (RFC 7239)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP by sluice.\n\n")
 		fs.PrintDefaults()
@@ -98,7 +111,34 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if _, err := c.rateLimit(); err != nil {
 		return bad("-limit %d -window %v: %v", c.limit, c.window, err)
 	}
+
+	header, ok := forwardedHeaders[strings.ToLower(forwarded)]
+	if !ok {
+		return bad("-forwarded-header %q: want x-forwarded-for or forwarded", forwarded)
+	}
+	if proxies != "" {
+		for _, p := range strings.Split(proxies, ",") {
+			p = strings.TrimSpace(p)
+			if _, err := httplimit.IP(httplimit.IPOptions{TrustedProxies: []string{p}}); err != nil {
+				if e := errors.Unwrap(err); e != nil {
+					err = e
+				}
+				return bad("-trusted-proxies %q: %q is not a CIDR prefix (10.0.0.0/8, fd00::/8) or an address: %v", proxies, p, err)
+			}
+			c.trustedProxies = append(c.trustedProxies, p)
+		}
+		c.forwardedHeader = header
+	} else if set(fs, "forwarded-header") {
+		return bad("-forwarded-header %s needs -trusted-proxies: add -trusted-proxies with the CIDR prefixes of the proxies that write the header (e.g. -trusted-proxies 10.0.0.0/8); without them any client could choose its own address", forwarded)
+	}
 	return c, nil
+}
+
+// set reports whether the command line gave the flag name.
+func set(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // rateLimit builds the limit every rate-limited route shares. Burst is the

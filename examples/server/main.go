@@ -4,6 +4,7 @@
 //	go run ./examples/server                          # embedded miniredis, no setup
 //	go run ./examples/server -redis redis://127.0.0.1:6379
 //	go run ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
 //
 // GET / and GET /hello/{name} are rate limited; GET /healthz is not. Every
 // response carries the rate-limit headers; past the quota the answer is a
@@ -21,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	fmt.Fprintf(stdout, "sluice demo on %s: %s, %s per client IP\n", cfg.framework, cfg.algorithm, describe(lim))
+	if len(cfg.trustedProxies) > 0 {
+		fmt.Fprintf(stdout, "client IP from %s when the peer is in %s\n", headerNames[cfg.forwardedHeader], strings.Join(cfg.trustedProxies, ","))
+	}
 	fmt.Fprintf(stdout, "state in %s\n", st.desc)
 	fmt.Fprintf(stdout, "GET / and GET /hello/{name} are rate limited; GET /healthz is not\n")
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
@@ -124,17 +129,29 @@ var headerModes = map[string]httplimit.HeaderMode{
 	"none":   httplimit.HeadersNone,
 }
 
+// headerNames spells each forwarding header for the banner.
+var headerNames = map[httplimit.ProxyHeader]string{
+	httplimit.XForwardedFor: "X-Forwarded-For",
+	httplimit.Forwarded:     "Forwarded",
+}
+
 // newHandler is the API on the chosen framework behind one policy: lim per
-// client IP (the connection's peer: the demo trusts no proxy header),
-// shared by every rate-limited route; /healthz is exempt.
+// client IP (the connection's peer, or with -trusted-proxies the address
+// those proxies forwarded), shared by every rate-limited route; /healthz
+// is exempt.
 func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Handler, error) {
 	health := healthRoutes[cfg.framework]
-	mw, err := httplimit.New(httplimit.Config{
+	ip, err := httplimit.IP(httplimit.IPOptions{Header: cfg.forwardedHeader, TrustedProxies: cfg.trustedProxies})
+	if err != nil {
+		return nil, err
+	}
+	hc := httplimit.Config{
 		Limiter:  limiter,
-		Policies: []httplimit.Policy{{Name: "per-ip", Limit: lim, Key: httplimit.RemoteIP()}},
+		Policies: []httplimit.Policy{{Name: "per-ip", Limit: lim, Key: ip}},
 		Headers:  headerModes[cfg.headers],
 		Exempt:   func(_ *http.Request, route string) bool { return route == health },
-	})
+	}
+	mw, err := httplimit.New(hc)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -18,7 +19,8 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(nil) = %v; stderr: %s", err, stderr.String())
 	}
 	if c.addr != "localhost:8080" || c.framework != "nethttp" || c.algorithm != sluice.AlgGCRA ||
-		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" {
+		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" ||
+		c.trustedProxies != nil || c.forwardedHeader != httplimit.NoProxyHeader {
 		t.Fatalf("defaults = %+v", c)
 	}
 	lim, err := c.rateLimit()
@@ -58,6 +60,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-failure", "maybe"}, `-failure "maybe": want open, closed or local`},
 		{[]string{"-replicas", "0"}, "-replicas 0: want at least 1"},
 		{[]string{"-timeout", "-1s"}, "-timeout -1s: must not be negative"},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,"}, `-trusted-proxies "10.0.0.0/8,": "" is not a CIDR prefix`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,256.0.0.1"}, `"256.0.0.1" is not a CIDR prefix (10.0.0.0/8, fd00::/8) or an address`},
+		{[]string{"-forwarded-header", "x-forwarded-for"}, "-forwarded-header x-forwarded-for needs -trusted-proxies: add -trusted-proxies with the CIDR prefixes"},
+		{[]string{"-forwarded-header", "via"}, `-forwarded-header "via": want x-forwarded-for or forwarded`},
 		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"extra"}, "unexpected arguments: extra"},
 	} {
@@ -68,6 +74,23 @@ func TestParseFlagsErrors(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("parseFlags(%q) printed %q; want it to contain %q", tc.args, stderr.String(), tc.want)
+		}
+	}
+}
+
+func TestParseFlagsProxies(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		proxies []string
+		header  httplimit.ProxyHeader
+	}{
+		{[]string{"-trusted-proxies", "127.0.0.0/8"}, []string{"127.0.0.0/8"}, httplimit.XForwardedFor},
+		{[]string{"-trusted-proxies", "10.0.0.0/8, 192.0.2.7,fd00::/8", "-forwarded-header", "Forwarded"}, []string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}, httplimit.Forwarded},
+		{[]string{"-trusted-proxies", ""}, nil, httplimit.NoProxyHeader},
+	} {
+		c, err := parseFlags(tc.args, new(bytes.Buffer))
+		if err != nil || !slices.Equal(c.trustedProxies, tc.proxies) || c.forwardedHeader != tc.header {
+			t.Errorf("parseFlags(%q): proxies %q, header %v, %v; want %q, %v", tc.args, c.trustedProxies, c.forwardedHeader, err, tc.proxies, tc.header)
 		}
 	}
 }
