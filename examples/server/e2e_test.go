@@ -306,6 +306,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-trusted-proxies", "10.0.0.0/8,proxy.internal"}, 2, `-trusted-proxies "10.0.0.0/8,proxy.internal": "proxy.internal" is not a CIDR prefix`},
 		{[]string{"-forwarded-header", "forwarded"}, 2, "-forwarded-header forwarded needs -trusted-proxies: add -trusted-proxies"},
 		{[]string{"-trusted-proxies", "127.0.0.0/8", "-forwarded-header", "x-real-ip"}, 2, `-forwarded-header "x-real-ip": want x-forwarded-for or forwarded`},
+		{[]string{"-api-key-limit", "-5"}, 2, "-api-key-limit -5: want 0 (off) or more"},
 		{[]string{"-addr", busyAddr}, 1, "cannot listen on " + busyAddr},
 	} {
 		cmd := exec.Command(binary(t), tc.args...)
@@ -324,7 +325,7 @@ func TestCommandLine(t *testing.T) {
 	}
 	cmd := exec.Command(binary(t), "-h")
 	out, err := cmd.CombinedOutput()
-	for _, flag := range []string{"-framework string", "-trusted-proxies string", "-forwarded-header string"} {
+	for _, flag := range []string{"-framework string", "-trusted-proxies string", "-forwarded-header string", "-api-key-limit int"} {
 		if err != nil || !strings.Contains(string(out), flag) {
 			t.Errorf("server -h: %v, %q; want exit 0 and the flags (%s)", err, out, flag)
 		}

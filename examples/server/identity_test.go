@@ -164,3 +164,33 @@ func TestTrustedProxies(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKeyTier: with -limit 2 -api-key-limit 5, each API key has 5
+// requests of its own (policy per-key), whatever address it comes from,
+// and requests without a key (or with a blank one) share their client IP's
+// 2 (policy per-ip). Spending one tier's quota leaves the other's whole.
+// On every framework: the tiers are the shared middleware's, the shims
+// only carry them.
+func TestAPIKeyTier(t *testing.T) {
+	key := func(k string) []string { return []string{"X-API-Key", k} }
+	for _, fw := range frameworks {
+		t.Run(fw, func(t *testing.T) {
+			t.Parallel()
+			d := startDemo(t, "-framework", fw, "-limit", "2", "-api-key-limit", "5", "-window", "1h")
+			if want := "requests with an X-API-Key header: 5 requests per 1h0m0s (bursts of 5) per API key"; !strings.Contains(d.output(), want) {
+				t.Fatalf("banner does not say %q:\n%s", want, d.output())
+			}
+			allowed, denied := play(t, d, concat(
+				quota(key("alpha"), "per-key", 5, 5),
+				quota(key("beta"), "per-key", 5, 5),
+				quota(nil, "per-ip", 2, 2),
+				[]step{
+					{key("   "), 429, "per-ip", 2, 0}, // blank: no key, per IP
+					{key(" alpha "), 429, "per-key", 5, 0},
+				},
+				quota(key("gamma"), "per-key", 5, 5), // the IP's quota is spent, not the key's
+			))
+			d.stopAndCheck(t, allowed, denied)
+		})
+	}
+}

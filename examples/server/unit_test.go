@@ -20,7 +20,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if c.addr != "localhost:8080" || c.framework != "nethttp" || c.algorithm != sluice.AlgGCRA ||
 		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" ||
-		c.trustedProxies != nil || c.forwardedHeader != httplimit.NoProxyHeader {
+		c.trustedProxies != nil || c.forwardedHeader != httplimit.NoProxyHeader || c.apiKeyLimit != 0 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	lim, err := c.rateLimit()
@@ -64,6 +64,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-trusted-proxies", "10.0.0.0/8,256.0.0.1"}, `"256.0.0.1" is not a CIDR prefix (10.0.0.0/8, fd00::/8) or an address`},
 		{[]string{"-forwarded-header", "x-forwarded-for"}, "-forwarded-header x-forwarded-for needs -trusted-proxies: add -trusted-proxies with the CIDR prefixes"},
 		{[]string{"-forwarded-header", "via"}, `-forwarded-header "via": want x-forwarded-for or forwarded`},
+		{[]string{"-api-key-limit", "-1"}, "-api-key-limit -1: want 0 (off) or more"},
 		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"extra"}, "unexpected arguments: extra"},
 	} {
@@ -78,7 +79,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	}
 }
 
-func TestParseFlagsProxies(t *testing.T) {
+func TestParseFlagsProxiesAndAPIKeys(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
 		proxies []string
@@ -92,6 +93,21 @@ func TestParseFlagsProxies(t *testing.T) {
 		if err != nil || !slices.Equal(c.trustedProxies, tc.proxies) || c.forwardedHeader != tc.header {
 			t.Errorf("parseFlags(%q): proxies %q, header %v, %v; want %q, %v", tc.args, c.trustedProxies, c.forwardedHeader, err, tc.proxies, tc.header)
 		}
+	}
+	c, err := parseFlags([]string{"-algorithm", "token_bucket", "-limit", "3", "-api-key-limit", "40", "-window", "1h"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := c.rateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := c.keyLimit()
+	if err != nil || key.Algorithm != sluice.AlgTokenBucket || key.Rate != 40 || key.Burst != 40 || key.Period != time.Hour || key.Name != "per-key" {
+		t.Fatalf("keyLimit = %+v, %v; want token_bucket 40 per hour, burst 40, named per-key", key, err)
+	}
+	if ip.Name == key.Name {
+		t.Fatalf("the per-IP and per-key limits share the name %q (and so their state)", ip.Name)
 	}
 }
 
