@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "localhost:8080", "listen address (host:port; port 0 picks a free one)")
-	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis")
+	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis. A single address that does not answer at start-up is taken for a standalone Redis and the -failure policy decides until it answers; of several (cluster seeds), one must answer")
 	fs.StringVar(&c.framework, "framework", "nethttp", "HTTP stack: "+strings.Join(frameworks, ", "))
 	fs.StringVar(&algorithm, "algorithm", string(sluice.AlgGCRA), "algorithm: "+joinAlgorithms())
 	fs.Int64Var(&c.limit, "limit", 10, "requests per window for each client IP (also the burst of gcra and token_bucket)")

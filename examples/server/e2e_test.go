@@ -301,7 +301,9 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-headers", "x"}, 2, `-headers "x"`},
 		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"-redis", "127.0.0.1"}, 1, `-redis "127.0.0.1": "127.0.0.1" is not host:port`},
-		{[]string{"-redis", "redis://127.0.0.1:1"}, 1, "cannot connect to Redis at 127.0.0.1:1"},
+		// A single address that does not answer is not fatal (see
+		// TestStartWithRedisDown); cluster seeds of which none answers are.
+		{[]string{"-redis", "127.0.0.1:1,127.0.0.1:2"}, 1, "cannot connect to Redis at 127.0.0.1:1,127.0.0.1:2: none of these cluster seeds answers"},
 		{[]string{"-trusted-proxies", "10.0.0.0/33"}, 2, `-trusted-proxies "10.0.0.0/33": "10.0.0.0/33" is not a CIDR prefix`},
 		{[]string{"-trusted-proxies", "10.0.0.0/8,proxy.internal"}, 2, `-trusted-proxies "10.0.0.0/8,proxy.internal": "proxy.internal" is not a CIDR prefix`},
 		{[]string{"-forwarded-header", "forwarded"}, 2, "-forwarded-header forwarded needs -trusted-proxies: add -trusted-proxies"},

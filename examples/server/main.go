@@ -7,6 +7,9 @@
 //	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
 //	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
 //
+// A single-address -redis that does not answer at start-up is not fatal:
+// the -failure policy decides until it does.
+//
 // GET / and GET /hello/{name} are rate limited; GET /healthz is not. Every
 // response carries the rate-limit headers; past the quota the answer is a
 // 429 with Retry-After and an application/problem+json body. While traffic
@@ -58,7 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer st.close()
-	if err := loadScripts(st.client); err != nil {
+	if st.unreachable != nil {
+		// The client dials again on later calls; until one succeeds the
+		// Limiter's breaker keeps the calls away and the failure policy
+		// decides. The scripts are loaded by EVAL on the first NOSCRIPT.
+		fmt.Fprintf(stderr, "server: %s unreachable (%v); the -failure policy (%v) decides until it answers\n", st.desc, st.unreachable, cfg.failure)
+	} else if err := loadScripts(st.client); err != nil {
 		return fail(err)
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +131,53 @@ func TestClientOption(t *testing.T) {
 		if _, err := clientOption(bad); err == nil || !strings.Contains(err.Error(), "-redis") {
 			t.Errorf("clientOption(%q) = %v; want an error naming -redis", bad, err)
 		}
+	}
+}
+
+// TestOpenStoreUnreachable: a single address that refuses connections
+// gives a client to use and the dial error; several addresses none of which
+// answers are an error; so is a peer that accepts connections but is not
+// a Redis (it answered: it is not down).
+func TestOpenStoreUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// A port nothing listens on: bind one, and close it.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := free.Addr().String()
+	free.Close()
+
+	st, err := openStore("redis://" + down)
+	if err != nil {
+		t.Fatalf("openStore(%s, down) = %v; want a store", down, err)
+	}
+	defer st.close()
+	if st.unreachable == nil || !isDialError(st.unreachable) || st.client == nil || st.desc != "Redis at "+down {
+		t.Fatalf("openStore(%s, down): unreachable %v, desc %q; want the dial error and Redis at %s", down, st.unreachable, st.desc, down)
+	}
+
+	if _, err := openStore(down + "," + down); err == nil || !strings.Contains(err.Error(), "none of these cluster seeds answers") {
+		t.Fatalf("openStore of two seeds, both down = %v; want an error saying none answers", err)
+	}
+	if st, err := openStore(ln.Addr().String()); err == nil {
+		st.close()
+		t.Fatalf("openStore(%s, not Redis) succeeded", ln.Addr())
+	} else if strings.Contains(err.Error(), "unreachable") || isDialError(err) {
+		t.Fatalf("openStore(%s, not Redis) = %v; want a failure that is not a dial error", ln.Addr(), err)
 	}
 }
 
