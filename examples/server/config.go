@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 // config is what the command line chose.
@@ -24,6 +25,15 @@ type config struct {
 	failure   sluice.FailurePolicy
 	replicas  int
 	timeout   time.Duration
+
+	// trustedProxies are the -trusted-proxies entries (none: the TCP peer
+	// is the client); forwardedHeader is the header they write the client
+	// address into (NoProxyHeader without trustedProxies).
+	trustedProxies  []string
+	forwardedHeader httplimit.ProxyHeader
+	// apiKeyLimit is the quota per API key of requests with an X-API-Key
+	// header (0: no API-key tier, every request is limited per IP).
+	apiKeyLimit int64
 }
 
 var (
@@ -31,7 +41,12 @@ var (
 	algorithms = []sluice.Algorithm{sluice.AlgGCRA, sluice.AlgFixedWindow, sluice.AlgSlidingWindow, sluice.AlgSlidingLog, sluice.AlgTokenBucket}
 	headerSets = []string{"both", "draft", "legacy", "none"} // see headerModes
 	failures   = map[string]sluice.FailurePolicy{"open": sluice.FailOpen, "closed": sluice.FailClosed, "local": sluice.FailLocal}
+	// forwardedHeaders maps -forwarded-header to the header IP reads.
+	forwardedHeaders = map[string]httplimit.ProxyHeader{"x-forwarded-for": httplimit.XForwardedFor, "forwarded": httplimit.Forwarded}
 )
+
+// apiKeyHeader is the request header -api-key-limit keys requests by.
+const apiKeyHeader = "X-API-Key"
 
 // errUsage marks a command line that was already explained to the user.
 var errUsage = errors.New("usage")
@@ -43,11 +58,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c         config
 		algorithm string
 		failure   string
+		proxies   string
+		forwarded string
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "localhost:8080", "listen address (host:port; port 0 picks a free one)")
-	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis")
+	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis. A single address that does not answer at start-up is taken for a standalone Redis and the -failure policy decides until it answers; of several (cluster seeds), one must answer")
 	fs.StringVar(&c.framework, "framework", "nethttp", "HTTP stack: "+strings.Join(frameworks, ", "))
 	fs.StringVar(&algorithm, "algorithm", string(sluice.AlgGCRA), "algorithm: "+joinAlgorithms())
 	fs.Int64Var(&c.limit, "limit", 10, "requests per window for each client IP (also the burst of gcra and token_bucket)")
@@ -56,8 +73,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&failure, "failure", "local", "when Redis is unavailable: local (an in-memory share of the quota; the library's default), open (admit), closed (deny with 503)")
 	fs.IntVar(&c.replicas, "replicas", 1, "with -failure local: how many replicas share the quota")
 	fs.DurationVar(&c.timeout, "timeout", 0, "a bound on how long one request waits for a Redis that answers; past it the -failure policy decides that request (default 0: no bound; a Redis silent for 1s is taken for gone whatever this says)")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDR prefixes (or addresses) of your own proxies and load balancers, e.g. 10.0.0.0/8,fd00::/8: when the TCP peer is one of them, the client IP is read from -forwarded-header (its rightmost hop that is not a trusted proxy); empty: the TCP peer is the client and forwarding headers are ignored")
+	fs.StringVar(&forwarded, "forwarded-header", "x-forwarded-for", "with -trusted-proxies: the header they write the client address into: x-forwarded-for or forwarded (RFC 7239)")
+	fs.Int64Var(&c.apiKeyLimit, "api-key-limit", 0, "requests per window for each API key: a request with an "+apiKeyHeader+" header is limited per key (hashed, never stored) at this rate instead of per client IP (also the burst of gcra and token_bucket); 0: off, every request is limited per client IP. The demo does not check keys: a real API verifies them, or a client can send a new key for a new quota")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP by sluice.\n\n")
+		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP (or per API key, with -api-key-limit) by sluice.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -98,23 +118,75 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if _, err := c.rateLimit(); err != nil {
 		return bad("-limit %d -window %v: %v", c.limit, c.window, err)
 	}
+	if c.apiKeyLimit < 0 {
+		return bad("-api-key-limit %d: want 0 (off) or more", c.apiKeyLimit)
+	}
+	if c.apiKeyLimit > 0 {
+		if _, err := c.keyLimit(); err != nil {
+			return bad("-api-key-limit %d -window %v: %v", c.apiKeyLimit, c.window, err)
+		}
+	}
+
+	header, ok := forwardedHeaders[strings.ToLower(forwarded)]
+	if !ok {
+		return bad("-forwarded-header %q: want x-forwarded-for or forwarded", forwarded)
+	}
+	if proxies != "" {
+		for _, p := range strings.Split(proxies, ",") {
+			p = strings.TrimSpace(p)
+			if _, err := httplimit.IP(httplimit.IPOptions{TrustedProxies: []string{p}}); err != nil {
+				if e := errors.Unwrap(err); e != nil {
+					err = e
+				}
+				return bad("-trusted-proxies %q: %q is not a CIDR prefix (10.0.0.0/8, fd00::/8) or an address: %v", proxies, p, err)
+			}
+			c.trustedProxies = append(c.trustedProxies, p)
+		}
+		c.forwardedHeader = header
+	} else if set(fs, "forwarded-header") {
+		return bad("-forwarded-header %s needs -trusted-proxies: add -trusted-proxies with the CIDR prefixes of the proxies that write the header (e.g. -trusted-proxies 10.0.0.0/8); without them any client could choose its own address", forwarded)
+	}
 	return c, nil
 }
 
-// rateLimit builds the limit every rate-limited route shares. Burst is the
-// limit itself, so every algorithm admits -limit requests at once.
+// set reports whether the command line gave the flag name.
+func set(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// rateLimit builds the per-IP limit every rate-limited route shares. Burst
+// is the limit itself, so every algorithm admits -limit requests at once.
 func (c config) rateLimit() (sluice.Limit, error) {
+	return c.limitOf(c.limit)
+}
+
+// keyLimit builds the per-API-key limit of -api-key-limit: the same
+// algorithm and window as the per-IP one, with its own name (so its own
+// state in Redis).
+func (c config) keyLimit() (sluice.Limit, error) {
+	l, err := c.limitOf(c.apiKeyLimit)
+	if err != nil {
+		return l, err
+	}
+	return l.Named("per-key"), nil
+}
+
+// limitOf builds a limit of n requests per -window with -algorithm, of
+// burst n.
+func (c config) limitOf(n int64) (sluice.Limit, error) {
 	switch c.algorithm {
 	case sluice.AlgFixedWindow:
-		return sluice.FixedWindow(c.limit, c.window)
+		return sluice.FixedWindow(n, c.window)
 	case sluice.AlgSlidingWindow:
-		return sluice.SlidingWindow(c.limit, c.window)
+		return sluice.SlidingWindow(n, c.window)
 	case sluice.AlgSlidingLog:
-		return sluice.SlidingLog(c.limit, c.window)
+		return sluice.SlidingLog(n, c.window)
 	case sluice.AlgTokenBucket:
-		return sluice.TokenBucket(c.limit, c.window, c.limit)
+		return sluice.TokenBucket(n, c.window, n)
 	default:
-		return sluice.GCRA(c.limit, c.window, c.limit)
+		return sluice.GCRA(n, c.window, n)
 	}
 }
 

@@ -301,7 +301,14 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-headers", "x"}, 2, `-headers "x"`},
 		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"-redis", "127.0.0.1"}, 1, `-redis "127.0.0.1": "127.0.0.1" is not host:port`},
-		{[]string{"-redis", "redis://127.0.0.1:1"}, 1, "cannot connect to Redis at 127.0.0.1:1"},
+		// A single address that does not answer is not fatal (see
+		// TestStartWithRedisDown); cluster seeds of which none answers are.
+		{[]string{"-redis", "127.0.0.1:1,127.0.0.1:2"}, 1, "cannot connect to Redis at 127.0.0.1:1,127.0.0.1:2: none of these cluster seeds answers"},
+		{[]string{"-trusted-proxies", "10.0.0.0/33"}, 2, `-trusted-proxies "10.0.0.0/33": "10.0.0.0/33" is not a CIDR prefix`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,proxy.internal"}, 2, `-trusted-proxies "10.0.0.0/8,proxy.internal": "proxy.internal" is not a CIDR prefix`},
+		{[]string{"-forwarded-header", "forwarded"}, 2, "-forwarded-header forwarded needs -trusted-proxies: add -trusted-proxies"},
+		{[]string{"-trusted-proxies", "127.0.0.0/8", "-forwarded-header", "x-real-ip"}, 2, `-forwarded-header "x-real-ip": want x-forwarded-for or forwarded`},
+		{[]string{"-api-key-limit", "-5"}, 2, "-api-key-limit -5: want 0 (off) or more"},
 		{[]string{"-addr", busyAddr}, 1, "cannot listen on " + busyAddr},
 	} {
 		cmd := exec.Command(binary(t), tc.args...)
@@ -320,7 +327,9 @@ func TestCommandLine(t *testing.T) {
 	}
 	cmd := exec.Command(binary(t), "-h")
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "-framework string") {
-		t.Errorf("server -h: %v, %q; want exit 0 and the flags", err, out)
+	for _, flag := range []string{"-framework string", "-trusted-proxies string", "-forwarded-header string", "-api-key-limit int"} {
+		if err != nil || !strings.Contains(string(out), flag) {
+			t.Errorf("server -h: %v, %q; want exit 0 and the flags (%s)", err, out, flag)
+		}
 	}
 }

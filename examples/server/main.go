@@ -4,6 +4,11 @@
 //	go run ./examples/server                          # embedded miniredis, no setup
 //	go run ./examples/server -redis redis://127.0.0.1:6379
 //	go run ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
+//	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
+//
+// A single-address -redis that does not answer at start-up is not fatal:
+// the -failure policy decides until it does.
 //
 // GET / and GET /hello/{name} are rate limited; GET /healthz is not. Every
 // response carries the rate-limit headers; past the quota the answer is a
@@ -21,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,7 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer st.close()
-	if err := loadScripts(st.client); err != nil {
+	if st.unreachable != nil {
+		// The client dials again on later calls; until one succeeds the
+		// Limiter's breaker keeps the calls away and the failure policy
+		// decides. The scripts are loaded by EVAL on the first NOSCRIPT.
+		fmt.Fprintf(stderr, "server: %s unreachable (%v); the -failure policy (%v) decides until it answers\n", st.desc, st.unreachable, cfg.failure)
+	} else if err := loadScripts(st.client); err != nil {
 		return fail(err)
 	}
 
@@ -90,10 +101,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	fmt.Fprintf(stdout, "sluice demo on %s: %s, %s per client IP\n", cfg.framework, cfg.algorithm, describe(lim))
+	if cfg.apiKeyLimit > 0 {
+		keyLim, _ := cfg.keyLimit() // checked by parseFlags
+		fmt.Fprintf(stdout, "requests with an %s header: %s per API key\n", apiKeyHeader, describe(keyLim))
+	}
+	if len(cfg.trustedProxies) > 0 {
+		fmt.Fprintf(stdout, "client IP from %s when the peer is in %s\n", headerNames[cfg.forwardedHeader], strings.Join(cfg.trustedProxies, ","))
+	}
 	fmt.Fprintf(stdout, "state in %s\n", st.desc)
 	fmt.Fprintf(stdout, "GET / and GET /hello/{name} are rate limited; GET /healthz is not\n")
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "try: curl -i http://%s/\n", curlHost(cfg.addr, ln.Addr()))
+	if cfg.apiKeyLimit > 0 {
+		fmt.Fprintf(stdout, "try: curl -i -H '%s: demo' http://%s/\n", apiKeyHeader, curlHost(cfg.addr, ln.Addr()))
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -124,17 +145,59 @@ var headerModes = map[string]httplimit.HeaderMode{
 	"none":   httplimit.HeadersNone,
 }
 
+// headerNames spells each forwarding header for the banner.
+var headerNames = map[httplimit.ProxyHeader]string{
+	httplimit.XForwardedFor: "X-Forwarded-For",
+	httplimit.Forwarded:     "Forwarded",
+}
+
+// The tiers of -api-key-limit: requests with an API key, and the others.
+const (
+	tierAPIKey = "api-key"
+	tierIP     = "ip"
+)
+
 // newHandler is the API on the chosen framework behind one policy: lim per
-// client IP (the connection's peer: the demo trusts no proxy header),
-// shared by every rate-limited route; /healthz is exempt.
+// client IP (the connection's peer, or with -trusted-proxies the address
+// those proxies forwarded), shared by every rate-limited route; /healthz
+// is exempt. With -api-key-limit, requests carrying an API key are instead
+// in a tier of their own, limited per key.
 func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Handler, error) {
 	health := healthRoutes[cfg.framework]
-	mw, err := httplimit.New(httplimit.Config{
+	ip, err := httplimit.IP(httplimit.IPOptions{Header: cfg.forwardedHeader, TrustedProxies: cfg.trustedProxies})
+	if err != nil {
+		return nil, err
+	}
+	perIP := httplimit.Policy{Name: "per-ip", Limit: lim, Key: ip}
+	hc := httplimit.Config{
 		Limiter:  limiter,
-		Policies: []httplimit.Policy{{Name: "per-ip", Limit: lim, Key: httplimit.RemoteIP()}},
+		Policies: []httplimit.Policy{perIP},
 		Headers:  headerModes[cfg.headers],
 		Exempt:   func(_ *http.Request, route string) bool { return route == health },
-	})
+	}
+	if cfg.apiKeyLimit > 0 {
+		keyLim, err := cfg.keyLimit()
+		if err != nil {
+			return nil, err
+		}
+		// The tier is chosen by the same KeyFunc that keys it, so a
+		// request is in the API-key tier exactly when it has a key to be
+		// counted by (a blank header is no key: per IP).
+		apiKey := httplimit.APIKey(apiKeyHeader)
+		hc.Policies = nil
+		hc.Tiers = map[string][]httplimit.Policy{
+			tierAPIKey: {{Name: "per-key", Limit: keyLim, Key: apiKey}},
+			tierIP:     {perIP},
+		}
+		hc.DefaultTier = tierIP
+		hc.Tier = func(r *http.Request) string {
+			if _, ok := apiKey(r); ok {
+				return tierAPIKey
+			}
+			return tierIP
+		}
+	}
+	mw, err := httplimit.New(hc)
 	if err != nil {
 		return nil, err
 	}

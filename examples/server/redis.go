@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -19,10 +20,23 @@ type store struct {
 	client rueidis.Client
 	desc   string // for the banner
 	close  func()
+	// unreachable is the dial error when a single-address Redis did not
+	// answer at start-up (nil otherwise). The client is usable all the
+	// same: it dials again on later calls.
+	unreachable error
 }
 
 // openStore connects to the Redis that -redis names, or starts an embedded
 // miniredis when it is empty.
+//
+// A single address that cannot be dialled still gives a store, with
+// unreachable set: the client dials again on each later call, so the
+// Limiter's failure policy decides until that Redis answers, and Redis
+// decides again from then on. Such a Redis is taken for a standalone one
+// (the demo cannot ask an unreachable node whether it belongs to a
+// cluster). Several addresses are cluster seeds, of which one must answer
+// for the client to learn the cluster's nodes: when none does, openStore
+// fails.
 func openStore(redisFlag string) (*store, error) {
 	if redisFlag == "" {
 		return openMiniredis()
@@ -34,19 +48,61 @@ func openStore(redisFlag string) (*store, error) {
 	// Client-side caching buys a rate limiter nothing: every decision is a
 	// script that writes.
 	opt.DisableCache = true
+	addrs := strings.Join(opt.InitAddress, ",")
 	client, err := rueidis.NewClient(opt)
+	var unreachable error
+	if err != nil && isDialError(err) && len(opt.InitAddress) == 1 && opt.Sentinel.MasterSet == "" {
+		client, unreachable, err = openUnreachable(opt, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to Redis at %s: %w", strings.Join(opt.InitAddress, ","), err)
+		if len(opt.InitAddress) > 1 && isDialError(err) {
+			return nil, fmt.Errorf("cannot connect to Redis at %s: none of these cluster seeds answers, and one must at start-up for the client to learn the cluster's nodes: %w", addrs, err)
+		}
+		return nil, fmt.Errorf("cannot connect to Redis at %s: %w", addrs, err)
 	}
 	kind := "Redis"
 	if client.Mode() == rueidis.ClientModeCluster {
 		kind = fmt.Sprintf("Redis Cluster (%d nodes)", len(client.Nodes()))
 	}
 	return &store{
-		client: client,
-		desc:   fmt.Sprintf("%s at %s", kind, strings.Join(opt.InitAddress, ",")),
-		close:  client.Close,
+		client:      client,
+		desc:        fmt.Sprintf("%s at %s", kind, addrs),
+		close:       client.Close,
+		unreachable: unreachable,
 	}, nil
+}
+
+// openUnreachable is openStore's way with a single address that failed to
+// dial (dialErr): a single-node client, which rueidis returns together with
+// the dial error when ForceSingleClient is set, and which dials again on
+// later calls. If the Redis answers this second dial after all, the client
+// is made again without ForceSingleClient, so a cluster node is still
+// found to be one. err is set only when there is no client to use.
+func openUnreachable(opt rueidis.ClientOption, dialErr error) (client rueidis.Client, unreachable, err error) {
+	single := opt
+	single.ForceSingleClient = true
+	client, err = rueidis.NewClient(single)
+	switch {
+	case client == nil:
+		return nil, nil, dialErr
+	case err == nil: // it answers now
+		client.Close()
+		client, err = rueidis.NewClient(opt)
+		return client, nil, err
+	case !isDialError(err):
+		client.Close()
+		return nil, nil, err
+	}
+	return client, err, nil
+}
+
+// isDialError reports whether err is a failure to open a connection to
+// Redis (refused, timed out, no route, unknown host), as opposed to a
+// connection that opened and then failed (a wrong password, a TLS
+// mismatch, a peer that is not Redis).
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // clientOption reads -redis: a redis://, rediss:// or unix:// URL (with

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -18,7 +20,8 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(nil) = %v; stderr: %s", err, stderr.String())
 	}
 	if c.addr != "localhost:8080" || c.framework != "nethttp" || c.algorithm != sluice.AlgGCRA ||
-		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" {
+		c.limit != 10 || c.window != time.Minute || c.headers != "both" || c.failure != sluice.FailLocal || c.timeout != 0 || c.redis != "" ||
+		c.trustedProxies != nil || c.forwardedHeader != httplimit.NoProxyHeader || c.apiKeyLimit != 0 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	lim, err := c.rateLimit()
@@ -58,6 +61,11 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-failure", "maybe"}, `-failure "maybe": want open, closed or local`},
 		{[]string{"-replicas", "0"}, "-replicas 0: want at least 1"},
 		{[]string{"-timeout", "-1s"}, "-timeout -1s: must not be negative"},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,"}, `-trusted-proxies "10.0.0.0/8,": "" is not a CIDR prefix`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,256.0.0.1"}, `"256.0.0.1" is not a CIDR prefix (10.0.0.0/8, fd00::/8) or an address`},
+		{[]string{"-forwarded-header", "x-forwarded-for"}, "-forwarded-header x-forwarded-for needs -trusted-proxies: add -trusted-proxies with the CIDR prefixes"},
+		{[]string{"-forwarded-header", "via"}, `-forwarded-header "via": want x-forwarded-for or forwarded`},
+		{[]string{"-api-key-limit", "-1"}, "-api-key-limit -1: want 0 (off) or more"},
 		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"extra"}, "unexpected arguments: extra"},
 	} {
@@ -69,6 +77,38 @@ func TestParseFlagsErrors(t *testing.T) {
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("parseFlags(%q) printed %q; want it to contain %q", tc.args, stderr.String(), tc.want)
 		}
+	}
+}
+
+func TestParseFlagsProxiesAndAPIKeys(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		proxies []string
+		header  httplimit.ProxyHeader
+	}{
+		{[]string{"-trusted-proxies", "127.0.0.0/8"}, []string{"127.0.0.0/8"}, httplimit.XForwardedFor},
+		{[]string{"-trusted-proxies", "10.0.0.0/8, 192.0.2.7,fd00::/8", "-forwarded-header", "Forwarded"}, []string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}, httplimit.Forwarded},
+		{[]string{"-trusted-proxies", ""}, nil, httplimit.NoProxyHeader},
+	} {
+		c, err := parseFlags(tc.args, new(bytes.Buffer))
+		if err != nil || !slices.Equal(c.trustedProxies, tc.proxies) || c.forwardedHeader != tc.header {
+			t.Errorf("parseFlags(%q): proxies %q, header %v, %v; want %q, %v", tc.args, c.trustedProxies, c.forwardedHeader, err, tc.proxies, tc.header)
+		}
+	}
+	c, err := parseFlags([]string{"-algorithm", "token_bucket", "-limit", "3", "-api-key-limit", "40", "-window", "1h"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := c.rateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := c.keyLimit()
+	if err != nil || key.Algorithm != sluice.AlgTokenBucket || key.Rate != 40 || key.Burst != 40 || key.Period != time.Hour || key.Name != "per-key" {
+		t.Fatalf("keyLimit = %+v, %v; want token_bucket 40 per hour, burst 40, named per-key", key, err)
+	}
+	if ip.Name == key.Name {
+		t.Fatalf("the per-IP and per-key limits share the name %q (and so their state)", ip.Name)
 	}
 }
 
@@ -91,6 +131,53 @@ func TestClientOption(t *testing.T) {
 		if _, err := clientOption(bad); err == nil || !strings.Contains(err.Error(), "-redis") {
 			t.Errorf("clientOption(%q) = %v; want an error naming -redis", bad, err)
 		}
+	}
+}
+
+// TestOpenStoreUnreachable: a single address that refuses connections
+// gives a client to use and the dial error; several addresses none of which
+// answers are an error; so is a peer that accepts connections but is not
+// a Redis (it answered: it is not down).
+func TestOpenStoreUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// A port nothing listens on: bind one, and close it.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := free.Addr().String()
+	free.Close()
+
+	st, err := openStore("redis://" + down)
+	if err != nil {
+		t.Fatalf("openStore(%s, down) = %v; want a store", down, err)
+	}
+	defer st.close()
+	if st.unreachable == nil || !isDialError(st.unreachable) || st.client == nil || st.desc != "Redis at "+down {
+		t.Fatalf("openStore(%s, down): unreachable %v, desc %q; want the dial error and Redis at %s", down, st.unreachable, st.desc, down)
+	}
+
+	if _, err := openStore(down + "," + down); err == nil || !strings.Contains(err.Error(), "none of these cluster seeds answers") {
+		t.Fatalf("openStore of two seeds, both down = %v; want an error saying none answers", err)
+	}
+	if st, err := openStore(ln.Addr().String()); err == nil {
+		st.close()
+		t.Fatalf("openStore(%s, not Redis) succeeded", ln.Addr())
+	} else if strings.Contains(err.Error(), "unreachable") || isDialError(err) {
+		t.Fatalf("openStore(%s, not Redis) = %v; want a failure that is not a dial error", ln.Addr(), err)
 	}
 }
 
