@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	defer limiter.Close()
 	lim, err := cfg.rateLimit()
 	if err != nil {
 		return fail(err)
