@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "localhost:8080", "listen address (host:port; port 0 picks a free one)")
 	fs.StringVar(&c.redis, "redis", "", "Redis to use: redis://host:port[?addr=host:port&addr=...] or host:port,host:port (standalone or cluster); empty: an embedded miniredis. A single address that does not answer at start-up is taken for a standalone Redis and the -failure policy decides until it answers; of several (cluster seeds), one must answer")
-	fs.StringVar(&c.framework, "framework", "nethttp", "HTTP stack: "+strings.Join(frameworks, ", "))
+	fs.StringVar(&c.framework, "framework", "nethttp", "HTTP stack: "+strings.Join(frameworks, ", ")+" (chi, gin and echo need their build tag: go run -tags gin ./examples/server -framework gin)")
 	fs.StringVar(&algorithm, "algorithm", string(sluice.AlgGCRA), "algorithm: "+joinAlgorithms())
 	fs.Int64Var(&c.limit, "limit", 10, "requests per window for each client IP (also the burst of gcra and token_bucket)")
 	fs.DurationVar(&c.window, "window", time.Minute, "window, or refill period of gcra and token_bucket")
@@ -96,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if !slices.Contains(frameworks, c.framework) {
 		return bad("-framework %q: want one of %s", c.framework, strings.Join(frameworks, ", "))
+	}
+	if _, ok := builtIn[c.framework]; !ok {
+		return bad("-framework %s: this binary was built without it; run go run -tags %s ./examples/server -framework %s (the default build compiles net/http only)", c.framework, c.framework, c.framework)
 	}
 	c.algorithm = sluice.Algorithm(algorithm)
 	if !slices.Contains(algorithms, c.algorithm) {

@@ -21,6 +21,9 @@ import (
 // The tests below run the demo as its users do: a built binary, started on
 // a free port, spoken to over HTTP.
 
+// allFrameworks are the build tags that compile every framework in.
+const allFrameworks = "chi,gin,echo"
+
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -45,7 +48,8 @@ func binary(t *testing.T) string {
 			return
 		}
 		buildBin = filepath.Join(buildDir, "server")
-		out, err := exec.Command("go", "build", "-o", buildBin, ".").CombinedOutput()
+		// Every framework is built in: the tests run each one.
+		out, err := exec.Command("go", "build", "-tags", allFrameworks, "-o", buildBin, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

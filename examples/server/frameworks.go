@@ -4,78 +4,51 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/gin-gonic/gin"
-	"github.com/go-chi/chi/v5"
-	"github.com/labstack/echo/v5"
-
-	sluicechi "github.com/sluice-go/sluice/adapters/chi"
-	sluiceecho "github.com/sluice-go/sluice/adapters/echo"
-	sluicegin "github.com/sluice-go/sluice/adapters/gin"
 	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
-// healthRoutes is the route template of GET /healthz as each router
-// spells it; the middleware exempts it.
-var healthRoutes = map[string]string{
-	"nethttp": "GET /healthz",
-	"chi":     "/healthz",
-	"gin":     "/healthz",
-	"echo":    "/healthz",
+// A framework serves the API behind mw: every route except /healthz, which
+// mw exempts by its route template, health.
+type framework struct {
+	health string
+	router func(mw *httplimit.Middleware) http.Handler
 }
+
+// builtIn are the frameworks compiled into this binary: net/http always;
+// chi, gin and echo with their build tag (framework_chi.go, ...), so that
+// the default `go run ./examples/server` compiles none of them. The tags
+// are named after the frameworks: go run -tags gin ./examples/server
+// -framework gin.
+var builtIn = map[string]framework{
+	"nethttp": {health: "GET /healthz", router: netHTTPRouter},
+}
+
+// healthRoute is the route template of GET /healthz on framework f.
+func healthRoute(f string) string { return builtIn[f].health }
 
 // newRouter serves the API with the chosen framework, every route behind
 // mw except /healthz, which mw exempts.
-func newRouter(framework string, mw *httplimit.Middleware) (http.Handler, error) {
-	switch framework {
-	case "nethttp":
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-			code, v := index()
-			writeJSON(w, code, v)
-		})
-		mux.HandleFunc("GET /hello/{name}", func(w http.ResponseWriter, r *http.Request) {
-			code, v := hello(r.PathValue("name"))
-			writeJSON(w, code, v)
-		})
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-			code, v := healthz()
-			writeJSON(w, code, v)
-		})
-		return mw.Wrap(mux), nil
-
-	case "chi":
-		r := chi.NewRouter()
-		r.Use(sluicechi.Middleware(mw, sluicechi.Options{}))
-		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-			code, v := index()
-			writeJSON(w, code, v)
-		})
-		r.Get("/hello/{name}", func(w http.ResponseWriter, r *http.Request) {
-			code, v := hello(chi.URLParam(r, "name"))
-			writeJSON(w, code, v)
-		})
-		r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			code, v := healthz()
-			writeJSON(w, code, v)
-		})
-		return r, nil
-
-	case "gin":
-		gin.SetMode(gin.ReleaseMode)
-		e := gin.New()
-		e.Use(gin.Recovery(), sluicegin.Middleware(mw, sluicegin.Options{}))
-		e.GET("/", func(c *gin.Context) { c.JSON(index()) })
-		e.GET("/hello/:name", func(c *gin.Context) { c.JSON(hello(c.Param("name"))) })
-		e.GET("/healthz", func(c *gin.Context) { c.JSON(healthz()) })
-		return e, nil
-
-	case "echo":
-		e := echo.New()
-		e.Use(sluiceecho.Middleware(mw, sluiceecho.Options{}))
-		e.GET("/", func(c *echo.Context) error { return c.JSON(index()) })
-		e.GET("/hello/:name", func(c *echo.Context) error { return c.JSON(hello(c.Param("name"))) })
-		e.GET("/healthz", func(c *echo.Context) error { return c.JSON(healthz()) })
-		return e, nil
+func newRouter(name string, mw *httplimit.Middleware) (http.Handler, error) {
+	f, ok := builtIn[name]
+	if !ok {
+		return nil, fmt.Errorf("framework %q is not built into this binary; build it with -tags %s", name, name)
 	}
-	return nil, fmt.Errorf("unknown framework %q", framework)
+	return f.router(mw), nil
+}
+
+func netHTTPRouter(mw *httplimit.Middleware) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		code, v := index()
+		writeJSON(w, code, v)
+	})
+	mux.HandleFunc("GET /hello/{name}", func(w http.ResponseWriter, r *http.Request) {
+		code, v := hello(r.PathValue("name"))
+		writeJSON(w, code, v)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		code, v := healthz()
+		writeJSON(w, code, v)
+	})
+	return mw.Wrap(mux)
 }

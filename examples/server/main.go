@@ -3,7 +3,10 @@
 //
 //	go run ./examples/server                          # embedded miniredis, no setup
 //	go run ./examples/server -redis redis://127.0.0.1:6379
-//	go run ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//	go run -tags gin ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//
+// The default build compiles net/http only; chi, gin and echo are built in
+// by their build tags (-tags chi,gin,echo for all three).
 //	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
 //	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
 //
@@ -164,7 +167,7 @@ const (
 // is exempt. With -api-key-limit, requests carrying an API key are instead
 // in a tier of their own, limited per key.
 func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Handler, error) {
-	health := healthRoutes[cfg.framework]
+	health := healthRoute(cfg.framework)
 	ip, err := httplimit.IP(httplimit.IPOptions{Header: cfg.forwardedHeader, TrustedProxies: cfg.trustedProxies})
 	if err != nil {
 		return nil, err
