@@ -7,6 +7,7 @@
 //
 // The default build compiles net/http only; chi, gin and echo are built in
 // by their build tags (-tags chi,gin,echo for all three).
+//
 //	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
 //	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
 //
