@@ -4,12 +4,11 @@
 //	go run ./examples/server                          # embedded miniredis, no setup
 //	go run ./examples/server -redis redis://127.0.0.1:6379
 //	go run -tags gin ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
+//	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
+//	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
 //
 // The default build compiles net/http only; chi, gin and echo are built in
 // by their build tags (-tags chi,gin,echo for all three).
-//
-//	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
-//	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
 //
 // A single-address -redis that does not answer at start-up is not fatal:
 // the -failure policy decides until it does.
