@@ -3,10 +3,17 @@ module github.com/sluice-go/sluice/bench
 go 1.25.0
 
 require (
+	github.com/gin-gonic/gin v1.12.0
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/labstack/echo/v5 v5.4.6
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
-	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluice-go/sluice v0.1.0
+	github.com/sluice-go/sluice/adapters/chi v0.1.0
+	github.com/sluice-go/sluice/adapters/echo v0.1.0
+	github.com/sluice-go/sluice/adapters/gin v0.1.0
+	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
 )
 
@@ -14,6 +21,7 @@ require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
@@ -29,40 +37,19 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
-	golang.org/x/arch v0.22.0 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
-	google.golang.org/protobuf v1.36.10 // indirect
-)
-
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/gin-gonic/gin v1.12.0
-	github.com/go-chi/chi/v5 v5.5.0
-	github.com/labstack/echo/v5 v5.4.6
-	github.com/pkg/errors v0.9.1 // indirect
-	github.com/sluice-go/sluice/adapters/chi v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/echo v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/gin v0.0.0-00010101000000-000000000000
-	github.com/throttled/throttled/v2 v2.15.0
 	go.opentelemetry.io/otel v1.46.0 // indirect
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/arch v0.22.0 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+	google.golang.org/protobuf v1.36.10 // indirect
 )
-
-replace github.com/sluice-go/sluice => ../
-
-replace github.com/sluice-go/sluice/adapters/chi => ../adapters/chi
-
-replace github.com/sluice-go/sluice/adapters/gin => ../adapters/gin
-
-replace github.com/sluice-go/sluice/adapters/echo => ../adapters/echo
-
-replace github.com/sluice-go/sluice/adapters/conformance => ../adapters/conformance

@@ -2,13 +2,18 @@
 // passes: the same requests against net/http, chi, gin, echo v5 and echo v4
 // must give identical status codes, headers and bodies.
 //
-// Each adapter's test calls Run with a Framework that builds a handler for
-// the suite's routes its own way. Every case is checked twice: against
-// explicit expectations written in Go, and byte for byte against a
-// transcript in testdata/ that all frameworks share (regenerate with
-// go test -run Conformance ./adapters/conformance -conformance.update,
-// then review the diff). Every RateLimit and RateLimit-Policy value must
-// parse as an RFC 9651 List.
+// Each framework's test in this module (nethttp_test.go, chi_test.go,
+// gin_test.go, echo_test.go, echov4_test.go) calls Run with a Framework
+// that builds a handler for the suite's routes its own way. The module is
+// test-only and never required: it requires the adapters it tests, so
+// that no published adapter module depends on it.
+//
+// Every case is checked twice: against explicit expectations written in
+// Go, and byte for byte against a transcript in testdata/ that all
+// frameworks share (regenerate with go test -run Conformance
+// ./adapters/conformance -conformance.update, then review the diff).
+// Every RateLimit and RateLimit-Policy value must parse as an RFC 9651
+// List.
 package conformance
 
 import (
@@ -360,7 +365,7 @@ func compareTranscript(t *testing.T, fw, name string, got []byte) {
 }
 
 // NewLimiter returns a Limiter on an embedded miniredis whose clock stands
-// at Start, for adapters' own tests.
+// at Start, for the suite's own cases (ClientIPCase).
 func NewLimiter(t testing.TB) *sluice.Limiter {
 	t.Helper()
 	mr := miniredis.RunT(t)

@@ -2,21 +2,15 @@ module github.com/sluice-go/sluice/adapters/echo
 
 go 1.25.0
 
-replace github.com/sluice-go/sluice => ../..
-
-replace github.com/sluice-go/sluice/adapters/conformance => ../conformance
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/labstack/echo/v5 v5.4.6
 	github.com/redis/rueidis v1.0.79
-	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/conformance v0.0.0
+	github.com/sluice-go/sluice v0.1.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/yuin/gopher-lua v1.1.2 // indirect
 	go.opentelemetry.io/otel v1.46.0 // indirect
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect

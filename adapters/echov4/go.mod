@@ -2,21 +2,15 @@ module github.com/sluice-go/sluice/adapters/echov4
 
 go 1.25.0
 
-replace github.com/sluice-go/sluice => ../..
-
-replace github.com/sluice-go/sluice/adapters/conformance => ../conformance
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/redis/rueidis v1.0.79
-	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/conformance v0.0.0
+	github.com/sluice-go/sluice v0.1.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect

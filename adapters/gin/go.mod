@@ -2,16 +2,11 @@ module github.com/sluice-go/sluice/adapters/gin
 
 go 1.25.0
 
-replace github.com/sluice-go/sluice => ../..
-
-replace github.com/sluice-go/sluice/adapters/conformance => ../conformance
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/redis/rueidis v1.0.79
-	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/conformance v0.0.0
+	github.com/sluice-go/sluice v0.1.0
 )
 
 require (
@@ -20,7 +15,6 @@ require (
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
-	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect

@@ -2,26 +2,16 @@ module github.com/sluice-go/sluice/examples/server
 
 go 1.25.0
 
-replace github.com/sluice-go/sluice => ../..
-
-replace github.com/sluice-go/sluice/adapters/chi => ../../adapters/chi
-
-replace github.com/sluice-go/sluice/adapters/gin => ../../adapters/gin
-
-replace github.com/sluice-go/sluice/adapters/echo => ../../adapters/echo
-
-replace github.com/sluice-go/sluice/adapters/conformance => ../../adapters/conformance
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/labstack/echo/v5 v5.4.6
 	github.com/redis/rueidis v1.0.79
-	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/chi v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/echo v0.0.0-00010101000000-000000000000
-	github.com/sluice-go/sluice/adapters/gin v0.0.0-00010101000000-000000000000
+	github.com/sluice-go/sluice v0.1.0
+	github.com/sluice-go/sluice/adapters/chi v0.1.0
+	github.com/sluice-go/sluice/adapters/echo v0.1.0
+	github.com/sluice-go/sluice/adapters/gin v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/sdk/metric v1.46.0
 )

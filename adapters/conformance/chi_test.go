@@ -1,4 +1,4 @@
-package sluicechi_test
+package conformance_test
 
 import (
 	"net/http"
@@ -11,6 +11,21 @@ import (
 	"github.com/sluice-go/sluice/adapters/conformance"
 	"github.com/sluice-go/sluice/adapters/httplimit"
 )
+
+func TestChiConformance(t *testing.T) {
+	conformance.Run(t, conformance.Framework{
+		Name:     "chi",
+		Template: conformance.Method,
+		Build: func(mw *httplimit.Middleware, routes []conformance.Route) http.Handler {
+			r := chi.NewRouter()
+			r.Use(sluicechi.Middleware(mw, sluicechi.Options{}))
+			for _, rt := range routes {
+				r.Method(rt.Method, rt.Path, rt.Handler)
+			}
+			return r
+		},
+	})
+}
 
 func TestChiClientIP(t *testing.T) {
 	conformance.ClientIPCase(t, func(mw *httplimit.Middleware, use bool) http.Handler {

@@ -1,4 +1,4 @@
-package sluicegin_test
+package conformance_test
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
-func TestConformance(t *testing.T) {
+func TestGinConformance(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	conformance.Run(t, conformance.Framework{
 		Name:     "gin",
@@ -24,5 +24,18 @@ func TestConformance(t *testing.T) {
 			}
 			return e
 		},
+	})
+}
+
+func TestGinClientIP(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	conformance.ClientIPCase(t, func(mw *httplimit.Middleware, use bool) http.Handler {
+		e := gin.New()
+		if err := e.SetTrustedProxies([]string{"10.0.0.0/8"}); err != nil {
+			t.Fatal(err)
+		}
+		e.Use(sluicegin.Middleware(mw, sluicegin.Options{GinClientIP: use}))
+		e.GET("/items/:id", func(c *gin.Context) {})
+		return e
 	})
 }

@@ -1,6 +1,7 @@
-package sluiceecho_test
+package conformance_test
 
 import (
+	"net"
 	"net/http"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice/adapters/httplimit"
 )
 
-func TestConformance(t *testing.T) {
+func TestEchoConformance(t *testing.T) {
 	conformance.Run(t, conformance.Framework{
 		Name:     "echo",
 		Template: conformance.ColonMethod,
@@ -23,5 +24,16 @@ func TestConformance(t *testing.T) {
 			}
 			return e
 		},
+	})
+}
+
+func TestEchoClientIP(t *testing.T) {
+	_, proxies, _ := net.ParseCIDR("10.0.0.0/8")
+	conformance.ClientIPCase(t, func(mw *httplimit.Middleware, use bool) http.Handler {
+		e := echo.New()
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustPrivateNet(false), echo.TrustIPRange(proxies))
+		e.Use(sluiceecho.Middleware(mw, sluiceecho.Options{EchoClientIP: use}))
+		e.GET("/items/:id", func(c *echo.Context) error { return nil })
+		return e
 	})
 }
