@@ -200,19 +200,11 @@ const maxFlights = 1024
 // queue waits for a free flight slot on n, the caller's context, or n's
 // silence; outcomeOK means the slot is taken.
 func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome, error) {
-	var bound time.Time
-	if l.cfg.timeout > 0 {
-		bound = start.Add(l.cfg.timeout)
-	}
+	w := l.watch(n, start)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	var recheck time.Time
 	for {
-		wake := earliest(n.silentAt(l.cfg.silence), bound)
-		if !recheck.IsZero() {
-			wake = earliest(recheck, bound)
-		}
-		if !wake.IsZero() {
+		if wake := w.next(); !wake.IsZero() {
 			t.Reset(time.Until(wake))
 		}
 		select {
@@ -221,14 +213,11 @@ func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome,
 		case <-ctx.Done():
 			return outcomeCaller, callerErr(ctx)
 		case <-t.C:
-			now := time.Now()
-			var silent bool
-			if silent, recheck = l.silentNode(n, now); silent {
-				l.silenced(n)
-				return outcomeUnavailable, errSilent
-			}
-			if !bound.IsZero() && !now.Before(bound) {
-				return outcomeUnavailable, errTimeout
+			if err := w.check(time.Now()); err != nil {
+				if err == errSilent {
+					l.silenced(n)
+				}
+				return outcomeUnavailable, err
 			}
 		}
 	}
@@ -345,22 +334,13 @@ func (l *Limiter) send(ctx context.Context, req *request) rueidis.RedisResult {
 // await waits for f's reply, the caller's context, or the node's silence.
 func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, error) {
 	n := f.req.node
-	var bound time.Time
-	if l.cfg.timeout > 0 {
-		bound = f.req.start.Add(l.cfg.timeout)
-	}
+	w := l.watch(n, f.req.start)
 	t := f.timer
-	var recheck time.Time
 	for {
 		// The flight counts in the node's inflight until it lands, so
-		// silentAt is set while it is out; once silence is suspected,
-		// the next look is the recheck.
-		wake := earliest(n.silentAt(l.cfg.silence), bound)
-		if !recheck.IsZero() {
-			wake = earliest(recheck, bound)
-		}
+		// the node's silence is watched while it is out.
 		var tc <-chan time.Time
-		if !wake.IsZero() {
+		if wake := w.next(); !wake.IsZero() {
 			t.Reset(time.Until(wake))
 			tc = t.C
 		}
@@ -376,23 +356,58 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 			}
 			return decision{}, outcomeCaller, callerErr(ctx)
 		case <-tc:
-			now := time.Now()
-			var silent bool
-			silent, recheck = l.silentNode(n, now)
-			if !silent && (bound.IsZero() || now.Before(bound)) {
+			err := w.check(time.Now())
+			if err == nil {
 				continue
 			}
 			if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
 				<-f.done
 				return l.landed(f)
 			}
-			if silent {
+			if err == errSilent {
 				l.silenced(n)
-				return decision{}, outcomeUnavailable, errSilent
 			}
-			return decision{}, outcomeUnavailable, errTimeout
+			return decision{}, outcomeUnavailable, err
 		}
 	}
+}
+
+// watcher is what a waiting caller watches besides its call: the node's
+// silence (with its PING confirmation) and WithTimeout's bound.
+type watcher struct {
+	l              *Limiter
+	n              *node
+	bound, recheck time.Time // recheck: the next look once silence is suspected
+}
+
+func (l *Limiter) watch(n *node, start time.Time) watcher {
+	w := watcher{l: l, n: n}
+	if l.cfg.timeout > 0 {
+		w.bound = start.Add(l.cfg.timeout)
+	}
+	return w
+}
+
+// next is when to look again; zero when there is nothing to watch.
+func (w *watcher) next() time.Time {
+	if !w.recheck.IsZero() {
+		return earliest(w.recheck, w.bound)
+	}
+	return earliest(w.n.silentAt(w.l.cfg.silence), w.bound)
+}
+
+// check looks at now: errSilent when the node is silent (confirmed),
+// errTimeout past the bound, nil to go on waiting.
+func (w *watcher) check(now time.Time) error {
+	silent, recheck := w.l.silentNode(w.n, now)
+	w.recheck = recheck
+	switch {
+	case silent:
+		return errSilent
+	case !w.bound.IsZero() && !now.Before(w.bound):
+		return errTimeout
+	}
+	return nil
 }
 
 // earliest is the earliest of the times that are set; zero if none is.
