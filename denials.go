@@ -11,9 +11,11 @@ import (
 // until that denial's RetryAfter has passed, the limit cannot admit a cost
 // of 1 (a denied request changes nothing, and a limit only admits more as
 // time passes), so the answer is a denial with Remaining 0, the
-// RetryAfter left and the ResetAfter left. It is how a limiter survives a
-// hot abusive identity. Only single-limit decisions of cost 1 are cached
-// and answered; other costs and AllowAll always ask Redis. Another
+// RetryAfter left and the ResetAfter left; a report (cost 0) meanwhile is
+// allowed with Remaining 0. It is how a limiter survives a hot abusive
+// identity, also behind several policies (httplimit reports each with cost
+// 0 first). Only single-limit denials of cost 1 are cached, and only costs
+// 0 and 1 answered; other costs and AllowAll always ask Redis. Another
 // replica's Reset is not seen until the cached denial runs out.
 type denialCache struct {
 	seed   maphash.Seed

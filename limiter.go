@@ -135,10 +135,15 @@ func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost i
 	}
 	k := l.Key(identity, lim)
 	var sent time.Time
-	if cost == 1 && l.denials != nil {
+	if cost <= 1 && l.denials != nil {
 		sent = l.now()
 		if r, ok := l.denials.get(k, sent); ok {
 			r.Limit = lim
+			if cost == 0 {
+				// A report: always allowed, and nothing is left, since a
+				// cost of 1 cannot be admitted yet.
+				r.Allowed, r.RetryAfter = true, 0
+			}
 			l.metrics.cacheHit(ctx, lim)
 			l.metrics.decision(ctx, r, time.Now())
 			return r, nil
