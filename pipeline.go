@@ -378,6 +378,7 @@ type watcher struct {
 	l              *Limiter
 	n              *node
 	bound, recheck time.Time // recheck: the next look once silence is suspected
+	due            time.Time // when the look being taken was due: at the wake time, or at once if that had passed
 }
 
 func (l *Limiter) watch(n *node, start time.Time) watcher {
@@ -390,16 +391,25 @@ func (l *Limiter) watch(n *node, start time.Time) watcher {
 
 // next is when to look again; zero when there is nothing to watch.
 func (w *watcher) next() time.Time {
+	var wake time.Time
 	if !w.recheck.IsZero() {
-		return earliest(w.recheck, w.bound)
+		wake = earliest(w.recheck, w.bound)
+	} else {
+		wake = earliest(w.n.silentAt(w.l.cfg.silence), w.bound)
 	}
-	return earliest(w.n.silentAt(w.l.cfg.silence), w.bound)
+	if !wake.IsZero() {
+		w.due = wake
+		if now := time.Now(); now.After(wake) {
+			w.due = now
+		}
+	}
+	return wake
 }
 
 // check looks at now: errSilent when the node is silent (confirmed),
 // errTimeout past the bound, nil to go on waiting.
 func (w *watcher) check(now time.Time) error {
-	silent, recheck := w.l.silentNode(w.n, now)
+	silent, recheck := w.l.silentNode(w.n, now, now.Sub(w.due))
 	w.recheck = recheck
 	switch {
 	case silent:
@@ -425,16 +435,19 @@ func earliest(ts ...time.Time) time.Time {
 // waited on it the whole silence timeout with no reply of any kind, and
 // the Limiter's own PING, sent when that was first seen, has had a quarter
 // of the timeout more without a reply either. Until then it returns when
-// to look again. The second look guards against this process being
-// starved of CPU: replies that arrived but were not yet read by goroutines
-// waiting for a core are read by then.
-func (l *Limiter) silentNode(n *node, now time.Time) (bool, time.Time) {
+// to look again. The second look, and late, guard against this process
+// being starved of CPU, which from inside looks like a silent node:
+// replies that arrived but wait for a core to be read are read by the
+// second look, and a look taken late (late after it was due: this
+// goroutine, like the ones reading replies, waited for a core) confirms
+// nothing, but starts the confirmation again.
+func (l *Limiter) silentNode(n *node, now time.Time, late time.Duration) (bool, time.Time) {
 	if !n.silent(now, l.cfg.silence) {
 		return false, time.Time{}
 	}
 	confirm := l.cfg.silence / 4
 	sus := n.suspect.Load()
-	if sus == 0 || sus < n.lastReply.Load() {
+	if sus == 0 || sus < n.lastReply.Load() || late > max(confirm/5, 50*time.Millisecond) {
 		n.suspect.CompareAndSwap(sus, now.UnixNano())
 		l.probe(n)
 		return false, now.Add(confirm)
