@@ -70,7 +70,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	l.router = newRouter(client, l.goroutines, func(addr string) *node {
 		n := &node{addr: addr, probe: l.ping(addr), slots: make(chan struct{}, maxFlights)}
 		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
-			m.transition(addr, to)
+			m.transition(addr, to, n.breaker.current())
 			switch to {
 			case breakerOpen:
 				cfg.logger.Warn("sluice: Redis node unavailable; circuit breaker open, failure policy decides",

@@ -254,13 +254,16 @@ func (m *metrics) cacheHit(ctx context.Context, lim Limit) {
 	m.cacheHits.Add(ctx, 1, m.setsOf(lim).limit...)
 }
 
-// transition records a breaker state change.
-func (m *metrics) transition(node string, to breakerState) {
+// transition records a breaker state change to to; now is the breaker's
+// state when the change is reported (changes are reported outside the
+// breaker's lock, so two may be reported out of order: the gauge takes the
+// state the breaker is in, not the last one reported).
+func (m *metrics) transition(node string, to, now breakerState) {
 	if m == nil {
 		return
 	}
 	v, _ := m.states.LoadOrStore(node, new(atomic.Int32))
-	switch to {
+	switch now {
 	case breakerClosed:
 		v.(*atomic.Int32).Store(0)
 	case breakerHalfOpen:
