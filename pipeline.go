@@ -204,8 +204,8 @@ func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome,
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		if wake := w.next(); !wake.IsZero() {
-			t.Reset(time.Until(wake))
+		if d, ok := w.next(); ok {
+			t.Reset(d)
 		}
 		select {
 		case n.slots <- struct{}{}:
@@ -340,8 +340,8 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 		// The flight counts in the node's inflight until it lands, so
 		// the node's silence is watched while it is out.
 		var tc <-chan time.Time
-		if wake := w.next(); !wake.IsZero() {
-			t.Reset(time.Until(wake))
+		if d, ok := w.next(); ok {
+			t.Reset(d)
 			tc = t.C
 		}
 		select {
@@ -389,21 +389,24 @@ func (l *Limiter) watch(n *node, start time.Time) watcher {
 	return w
 }
 
-// next is when to look again; zero when there is nothing to watch.
-func (w *watcher) next() time.Time {
+// next is how long to wait before looking again; false when there is
+// nothing to watch.
+func (w *watcher) next() (time.Duration, bool) {
 	var wake time.Time
 	if !w.recheck.IsZero() {
 		wake = earliest(w.recheck, w.bound)
 	} else {
 		wake = earliest(w.n.silentAt(w.l.cfg.silence), w.bound)
 	}
-	if !wake.IsZero() {
-		w.due = wake
-		if now := time.Now(); now.After(wake) {
-			w.due = now
-		}
+	if wake.IsZero() {
+		return 0, false
 	}
-	return wake
+	now := time.Now()
+	w.due = wake
+	if now.After(wake) {
+		w.due = now
+	}
+	return wake.Sub(now), true
 }
 
 // check looks at now: errSilent when the node is silent (confirmed),
