@@ -294,15 +294,3 @@ func (f *localFallback) forget(key string) {
 	s.holders -= len(s.leases[h])
 	delete(s.leases, h)
 }
-
-// size is the number of states and leases held, for tests.
-func (f *localFallback) size() (states, leases int) {
-	for i := range f.shards {
-		s := &f.shards[i]
-		s.mu.Lock()
-		states += len(s.tat)
-		leases += s.holders
-		s.mu.Unlock()
-	}
-	return states, leases
-}

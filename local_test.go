@@ -88,3 +88,15 @@ func BenchmarkLocalFallbackMemory(b *testing.B) {
 		c.Close()
 	}
 }
+
+// size is the number of states and leases f holds.
+func (f *localFallback) size() (states, leases int) {
+	for i := range f.shards {
+		s := &f.shards[i]
+		s.mu.Lock()
+		states += len(s.tat)
+		leases += s.holders
+		s.mu.Unlock()
+	}
+	return states, leases
+}
