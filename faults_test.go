@@ -362,8 +362,10 @@ func testPause(t *testing.T, mode string) {
 	if charged < redisAdmits || charged-redisAdmits > timeouts || late != charged-redisAdmits {
 		t.Fatalf("%s: Redis holds %d charges for %d admissions it reported and %d calls answered while out; %d late charges counted", mode, charged, redisAdmits, timeouts, late)
 	}
-	if recovery > time.Second {
-		t.Fatalf("%s: the first decision from Redis came %v after it woke, want within 1s", mode, recovery)
+	// Within 1s on an idle machine (9–45ms measured: the calls out on the
+	// paused node land at once); the bound leaves room for a loaded one.
+	if recovery > 3*time.Second {
+		t.Fatalf("%s: the first decision from Redis came %v after it woke, want within 3s", mode, recovery)
 	}
 	if opened < 1 {
 		t.Fatalf("%s: no breaker transition to open recorded", mode)
@@ -428,8 +430,11 @@ func TestFaultKillRestart(t *testing.T) {
 		if !ok {
 			t.Fatalf("cycle %d: no decision from Redis within 30s of its return: %+v; %v", cycle, l.Health(), tl)
 		}
-		if recovery > time.Second {
-			t.Errorf("cycle %d: the first decision from Redis came %v after it answered PING, want within 1s", cycle, recovery)
+		// On an idle machine Redis decides again within 1s (10–543ms
+		// measured; the probe goes out every 250ms). Beside a second
+		// suite's load 1.5s was seen: the bound leaves room for that.
+		if recovery > 3*time.Second {
+			t.Errorf("cycle %d: the first decision from Redis came %v after it answered PING, want within 3s", cycle, recovery)
 		}
 		evals := commandCalls(t, s, "eval")
 		t.Logf("cycle %d: breaker open %v after the kill; down %v, %d degraded decisions meanwhile; Redis decided again %v after it answered PING; %d EVAL (NOSCRIPT reloads) on the new process",
