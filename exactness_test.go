@@ -202,11 +202,10 @@ func (cd *callerDeadlines) run(l *Limiter, lim Limit, perWorker int) {
 // Redis paused (SIGSTOP) for less than the silence timeout, and beside
 // four CPU hogs: every call returns Redis's decision or DeadlineExceeded,
 // none is degraded, the breaker never moves, and 99% of the calls return
-// within 5ms of their deadline, beyond the lateness the host gives a bare
-// wait for the same deadlines beside them (well under 1ms on an idle
-// machine; beside CPU hogs, or with the cores saturated by the load
-// itself, the scheduler alone makes it several ms, which no limiter can
-// undo, and beside hogs the bound is twice it plus 5ms).
+// within twice the lateness the host gives a bare wait for the same
+// deadlines beside them plus 5ms (the bare wait's p99 is about 1ms on an
+// idle machine; beside CPU hogs, or with the cores saturated by other
+// work, the scheduler alone makes it 12–20ms, which no limiter can undo).
 func TestCallerDeadlinesExact(t *testing.T) {
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
@@ -243,16 +242,13 @@ func TestCallerDeadlinesExact(t *testing.T) {
 			if cd.degraded.Load() != 0 || cd.other.Load() != 0 || tr != 0 {
 				t.Errorf("%s: %v, %d transitions; want none degraded, no other error, no transition (other: %v)", phase, &cd, tr, cd.otherErr)
 			}
-			// Beside CPU hogs every goroutine waits for the host's
-			// scheduler, and a call, which does more work after its
-			// deadline than a bare wait (it returns through the
-			// pipeline), waits more often: there the bound is twice the
-			// bare wait's plus 5ms.
+			// On a loaded host every goroutine waits for the scheduler,
+			// and a call, which does more work after its deadline than a
+			// bare wait (it returns through the pipeline), waits more
+			// often: the bound is twice the bare wait's p99 plus 5ms
+			// (about 7ms on an idle machine).
 			p99, base := cd.late.quantile(0.99), host.quantile(0.99)
-			bound := base + 5*time.Millisecond
-			if phase == "hogs" {
-				bound += base
-			}
+			bound := 2*base + 5*time.Millisecond
 			if p99 > bound {
 				t.Errorf("%s: 99%% of the calls returned within %v of their deadline, want %v (a bare wait's p99 is %v)", phase, p99, bound, base)
 			}
