@@ -2,8 +2,6 @@ package sluice
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
 
@@ -38,11 +37,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 	if lim.Algorithm != AlgConcurrency {
 		return Lease{}, Result{}, fmt.Errorf("%w: Acquire needs a concurrency limit, got %s", ErrInvalidLimit, lim.Algorithm)
 	}
-	var idb [16]byte
-	_, _ = rand.Read(idb[:])
-	lease := Lease{ID: hex.EncodeToString(idb[:]), key: l.Key(identity, lim), limit: lim}
-	req := l.acquireRequest(&lease, false)
-	res, err := l.run(ctx, &req)
+	res, lease, err := l.decideOne(ctx, Check{Identity: identity, Limit: lim, Cost: 1})
 	if err != nil || !res.Allowed {
 		return Lease{}, res, err
 	}
@@ -62,7 +57,8 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 	if lease.local {
 		return l.policy.acquire(lease.key, lease.ID, lease.limit, l.now(), nil), nil
 	}
-	req := l.acquireRequest(&lease, true)
+	req := request{kind: callRenew, call: acquireCall(lease.key, lease.ID, lease.limit, l.nowArg()), decode: algConcurrency.decode,
+		lim: lease.limit, key: lease.key, holder: lease.ID}
 	res, err := l.run(ctx, &req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -73,26 +69,19 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 	return res, nil
 }
 
-// acquireRequest is the pipeline request of Acquire (renew false) and
-// Extend (renew true, which bypasses the breaker and has no fallback).
-func (l *Limiter) acquireRequest(lease *Lease, renew bool) request {
-	call := scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: lease.key},
-		scripts.ConcurrencyAcquireArgs{Limit: lease.limit.Rate, Lease: lease.limit.periodMicros(), ID: lease.ID, Now: l.nowArg()})
-	kind := callAcquire
-	if renew {
-		kind = callRenew
-	}
-	return request{kind: kind, call: call, decode: decodeAcquire, lim: lease.limit, key: lease.key, holder: lease.ID, lease: lease}
+// acquireCall is the script call of an Acquire (or for Extend, the
+// renewal) of holder id on key.
+func acquireCall(key, id string, lim Limit, now *int64) luart.Call {
+	return scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: key},
+		scripts.ConcurrencyAcquireArgs{Limit: lim.Rate, Lease: lim.periodMicros(), ID: id, Now: now})
 }
 
-// degradeAcquire is the failure policy's decision for an Acquire.
-func (l *Limiter) degradeAcquire(req *request) Result {
-	// Nothing is held in Redis for this lease: a call that was sent is
-	// still in flight, and if it takes the slot there the flight gives it
-	// back (reconcile).
-	lease := req.lease
-	lease.local = true
-	return l.policy.acquire(lease.key, lease.ID, lease.limit, l.now(), req.node.breaker)
+// releaseRequest is the pipeline request of the release of holder id from
+// key.
+func releaseRequest(key, id string, lim Limit, now *int64) request {
+	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: key},
+		scripts.ConcurrencyReleaseArgs{ID: id, Now: now})
+	return request{kind: callRelease, call: call, decode: decodeRelease, lim: lim, key: key, holder: id}
 }
 
 // Release gives back a slot taken by Acquire. Releasing a zero Lease, or
@@ -110,9 +99,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		l.policy.release(lease.key, lease.ID)
 		return nil
 	}
-	call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: lease.key},
-		scripts.ConcurrencyReleaseArgs{ID: lease.ID, Now: l.nowArg()})
-	req := request{kind: callRelease, call: call, decode: decodeRelease, lim: lease.limit, key: lease.key, holder: lease.ID}
+	req := releaseRequest(lease.key, lease.ID, lease.limit, l.nowArg())
 	_, err := l.run(ctx, &req)
 	switch {
 	case err == nil:
@@ -170,9 +157,7 @@ func (l *Limiter) drainUndos() {
 			if !l.now().Before(u.until) {
 				continue
 			}
-			call := scripts.ConcurrencyRelease.Call(scripts.ConcurrencyReleaseKeys{Holders: u.key},
-				scripts.ConcurrencyReleaseArgs{ID: u.id, Now: l.nowArg()})
-			req := request{kind: callRelease, call: call, decode: decodeRelease, lim: u.limit, key: u.key, holder: u.id}
+			req := releaseRequest(u.key, u.id, u.limit, l.nowArg())
 			_, err := l.run(ctx, &req)
 			if err == nil {
 				pause = 10 * time.Millisecond
@@ -194,11 +179,6 @@ func (l *Limiter) drainUndos() {
 			}
 		}
 	}
-}
-
-func decodeAcquire(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.ConcurrencyAcquire.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
 }
 
 func decodeRelease(r rueidis.RedisResult) (decision, error) {

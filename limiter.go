@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"github.com/sluice-go/sluice/runtime/luart"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // Limiter makes rate-limiting decisions in Redis. It is safe for
@@ -113,47 +110,28 @@ func (l *Limiter) Allow(ctx context.Context, identity string, lim Limit) (Result
 // own context ends first; Redis failures are handled by the failure policy
 // and reported through Result.Degraded.
 func (l *Limiter) AllowN(ctx context.Context, identity string, lim Limit, cost int64) (Result, error) {
-	return l.decide(ctx, identity, lim, cost, false)
+	return l.rate(ctx, Check{Identity: identity, Limit: lim, Cost: cost})
 }
 
 // Peek reports what AllowN with a cost of 1 would decide right now —
 // Allowed, Remaining, RetryAfter and ResetAfter as that call would return
 // them — without charging or writing anything.
 func (l *Limiter) Peek(ctx context.Context, identity string, lim Limit) (Result, error) {
-	return l.decide(ctx, identity, lim, 1, true)
+	return l.rate(ctx, Check{Identity: identity, Limit: lim, Cost: 1, peek: true})
 }
 
-func (l *Limiter) decide(ctx context.Context, identity string, lim Limit, cost int64, peek bool) (Result, error) {
-	if err := lim.Validate(); err != nil {
+// rate is the batch of one rate check.
+func (l *Limiter) rate(ctx context.Context, c Check) (Result, error) {
+	if err := c.Limit.Validate(); err != nil {
 		return Result{}, err
 	}
-	if err := checkCost(cost); err != nil {
+	if err := checkCost(c.Cost); err != nil {
 		return Result{}, err
 	}
-	if lim.Algorithm == AlgConcurrency {
-		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, lim.Name)
+	if c.Limit.Algorithm == AlgConcurrency {
+		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, c.Limit.Name)
 	}
-	k := l.Key(identity, lim)
-	var sent time.Time
-	if cost <= 1 && l.denials != nil {
-		sent = l.now()
-		if r, ok := l.denials.get(k, sent); ok {
-			r.Limit = lim
-			if cost == 0 {
-				// A report: always allowed, and nothing is left, since a
-				// cost of 1 cannot be admitted yet.
-				r.Allowed, r.RetryAfter = true, 0
-			}
-			l.metrics.cacheHit(ctx, lim)
-			l.metrics.decision(ctx, r, time.Now())
-			return r, nil
-		}
-	}
-	req := request{kind: callRate, lim: lim, key: k, cost: cost, peek: peek}
-	res, err := l.run(ctx, &req)
-	if err == nil && cost == 1 && !res.Allowed {
-		l.denials.put(k, res, sent, l.now())
-	}
+	res, _, err := l.decideOne(ctx, c)
 	return res, err
 }
 
@@ -234,93 +212,4 @@ func capacity(lim Limit) int64 {
 		return lim.Burst
 	}
 	return lim.Rate
-}
-
-// degrade is the failure policy's decision for req when Redis cannot
-// decide.
-func (l *Limiter) degrade(req *request) Result {
-	if req.kind == callAcquire {
-		return l.degradeAcquire(req)
-	}
-	keys, limits := req.keys, req.multi
-	if limits == nil {
-		keys, limits = []string{req.key}, []Limit{req.lim}
-	}
-	return l.policy.decide(keys, limits, req.cost, req.peek, l.now(), req.node.breaker)
-}
-
-var peekTrue = true
-
-// rateCall builds the script call of one rate limit and its decoder.
-func rateCall(k string, lim Limit, cost int64, now *int64, peek bool) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
-	p := lim.periodMicros()
-	var pk *bool
-	if peek {
-		pk = &peekTrue
-	}
-	switch lim.Algorithm {
-	case AlgFixedWindow:
-		return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k}, scripts.FixedWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeFixedWindow
-	case AlgSlidingLog:
-		return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k}, scripts.SlidingLogArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingLog
-	case AlgSlidingWindow:
-		return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k}, scripts.SlidingWindowArgs{Limit: lim.Rate, Period: p, Cost: cost, Now: now, Peek: pk}), decodeSlidingWindow
-	case AlgTokenBucket:
-		return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k}, scripts.TokenBucketArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeTokenBucket
-	default:
-		return scripts.GCRA.Call(scripts.GCRAKeys{State: k}, scripts.GCRAArgs{Limit: lim.Rate, Period: p, Burst: lim.Burst, Cost: cost, Now: now, Peek: pk}), decodeGcra
-	}
-}
-
-// multiCall builds the AllowAll script call for limits of one algorithm
-// (validated by the caller), one key per limit, and its decoder.
-func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
-	if limits[0].Algorithm == AlgGCRA {
-		nums := make([]int64, 0, 3*len(limits))
-		for _, lim := range limits {
-			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
-		}
-		return scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
-	}
-	nums := make([]int64, 0, 2*len(limits))
-	for _, lim := range limits {
-		nums = append(nums, lim.Rate, lim.periodMicros())
-	}
-	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeSlidingWindowMulti
-}
-
-// The decoders turn each script's generated, typed reply into a decision.
-func decodeFixedWindow(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.FixedWindow.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
-}
-
-func decodeSlidingLog(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.SlidingLog.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
-}
-
-func decodeSlidingWindow(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.SlidingWindow.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
-}
-
-func decodeTokenBucket(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.TokenBucket.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
-}
-
-func decodeGcra(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.GCRA.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, 0}, err
-}
-
-func decodeGcraMulti(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.GCRAMulti.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
-}
-
-func decodeSlidingWindowMulti(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.SlidingWindowMulti.Decode(r)
-	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
 }

@@ -275,6 +275,14 @@ func (m *metrics) transition(node string, to, now breakerState) {
 		attribute.String("sluice.node", node), attribute.String("sluice.breaker.state", to.String())))
 }
 
+// reload counts n NOSCRIPT replies of a pipelined batch (each sent again
+// as EVAL).
+func (m *metrics) reload(ctx context.Context, n int) {
+	if m != nil {
+		m.reloads.Add(ctx, int64(n))
+	}
+}
+
 // scriptClient passes commands to the Limiter's client and counts the
 // NOSCRIPT replies (luart.Do answers each with EVAL).
 type scriptClient struct {

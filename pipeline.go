@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,14 +15,16 @@ import (
 	"github.com/sluice-go/sluice/runtime/luart"
 )
 
-// request is one call through the decision pipeline.
+// request is one call through the decision pipeline: one script on the
+// keys of one identity (or for Reset a DEL). A flight carries one or more,
+// all to one node, in one pipelined write.
 type request struct {
 	kind callKind
 	// call and decode are the script call and its decoder; a rate
-	// request leaves them unset and call builds them once the breaker
-	// lets the request through (buildRate).
+	// request may leave them unset and launch builds them once the
+	// breaker lets the request through (build).
 	call   luart.Call
-	decode func(rueidis.RedisResult) (decision, error)
+	decode decoder
 	// lim and key are the limit decided and its key; for AllowAll, multi
 	// and keys hold every limit in call order (a decision's limiting
 	// position, 1-based, picks the binding one) and lim is the first.
@@ -33,37 +36,49 @@ type request struct {
 	peek   bool
 	holder string // Acquire, Extend, Release: the lease's holder ID
 	lease  *Lease // Acquire: the lease the caller gets
-	cause  error  // why Redis could not decide (set before the failure policy runs)
-	// node is where the call went and start when it began (set by call).
-	node  *node
-	start time.Time
+	check  int    // Decide: the position of the check this request decides
+	// Refunds: the TIME (µs) the charges were made after, and per key
+	// their cost and the reset_after the charge replied.
+	since   int64
+	charges []int64
+	// d and err are the reply, once the flight has landed.
+	d   decision
+	err error
 }
 
-// buildRate sets the script call and decoder of a rate request: Allow,
-// AllowN and Peek (one limit) or AllowAll (multi).
-func (r *request) buildRate(now *int64) {
+// decoder reads a script's reply.
+type decoder = func(rueidis.RedisResult) (decision, error)
+
+// build sets the script call and decoder of a rate request: one limit, or
+// AllowAll's (multi).
+func (r *request) build(now *int64) {
 	if r.multi != nil {
 		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now)
 		return
 	}
-	r.call, r.decode = rateCall(r.key, r.lim, r.cost, now, r.peek)
+	a := algorithmOf(r.lim)
+	r.call, r.decode = a.call(r.key, r.lim, r.cost, now, r.peek), a.decode
 }
 
 // callKind says what a request is, and so how the pipeline treats it.
 type callKind int
 
 const (
-	callRate    callKind = iota // AllowN, Peek, AllowAll: decided by the failure policy when Redis cannot
-	callAcquire                 // Acquire: likewise, with a local or no lease
+	callRate    callKind = iota // a rate check: decided by the failure policy when Redis cannot
+	callAcquire                 // a concurrency check (Acquire): likewise, with a local or no lease
 	callRenew                   // Extend: never refused by the breaker; no fallback
 	callRelease                 // Release: never refused by the breaker; no fallback; not a decision; sent even for a caller who has given up
+	callRefund                  // a denied batch's refund: like a release
 	callReset                   // Reset: DEL of its keys; never refused by the breaker; not a decision
 )
 
 // bypass reports calls the breaker never refuses (lease renewal and
-// release, Reset): refusing them would leave a slot taken for its whole
-// lease, or a quota spent that the caller meant to give back.
+// release, refunds, Reset): refusing them would leave a slot taken for its
+// whole lease, or a quota spent that the caller meant to give back.
 func (r *request) bypass() bool { return r.kind >= callRenew }
+
+// giveUpNever reports calls sent even for a caller who has given up.
+func (r *request) giveUpNever() bool { return r.kind == callRelease || r.kind == callRefund }
 
 // outcome says how a call ended, and so what the pipeline does next.
 type outcome int
@@ -105,19 +120,27 @@ func callerErr(ctx context.Context) error {
 	}
 }
 
-// run is the one decision pipeline every entry point uses: breaker →
-// call, outliving a caller who gives up → classify → failure policy →
-// metrics.
+// run sends one request that is not a rate or concurrency check (Extend,
+// Release, Reset, AllowAll) through the pipeline: breaker → flight,
+// outliving a caller who gives up → classify → failure policy → metrics.
+// Checks go through Decide, on the same flights.
 func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
-	d, o, err := l.call(ctx, req)
+	start := time.Now()
+	n := l.router.nodeFor(req.key)
+	one := [1]request{*req}
+	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
+	*req = one[0]
+	if o == outcomeOK {
+		o, err = outcomeOf(req.err)
+	}
 	var res Result
 	switch o {
 	case outcomeOK:
 		bind := req.lim
-		if p := int(d.limiting); p >= 1 && p <= len(req.multi) {
+		if p := int(req.d.limiting); p >= 1 && p <= len(req.multi) {
 			bind = req.multi[p-1]
 		}
-		res = d.result(bind)
+		res = req.d.result(bind)
 	case outcomeCaller:
 		return Result{}, err
 	case outcomeClosed:
@@ -125,70 +148,110 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 	case outcomeRefused:
 		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
 	case outcomeWrongType:
-		return Result{}, fmt.Errorf("%w: %s (limit %s, algorithm %s; Reset it or rename the limit): %w", ErrWrongType, req.key, req.lim.Name, req.lim.Algorithm, err)
+		return Result{}, wrongType(req, err)
 	case outcomeUnavailable:
 		l.metrics.failure(ctx, req.lim, err)
 		if req.bypass() {
 			return Result{}, err
 		}
-		req.cause = err
-		res = l.degrade(req)
+		res = l.policy.decide(req.keys, req.multi, req.cost, req.peek, l.now(), n.breaker)
 	}
 	if req.kind <= callRenew {
-		l.metrics.decision(ctx, res, req.start)
+		l.metrics.decision(ctx, res, start)
 	}
 	return res, nil
 }
 
-// call sends req to the node holding its keys, unless that node's breaker
-// is open, and waits for the answer, the caller's context, or the node's
-// silence, whichever comes first.
-func (l *Limiter) call(ctx context.Context, req *request) (decision, outcome, error) {
+func wrongType(req *request, err error) error {
+	return fmt.Errorf("%w: %s (limit %s, algorithm %s; Reset it or rename the limit): %w", ErrWrongType, req.key, req.lim.Name, req.lim.Algorithm, err)
+}
+
+// outcomeOf is the outcome of a request whose flight landed.
+func outcomeOf(err error) (outcome, error) {
+	switch classOf(err) {
+	case classOK:
+		return outcomeOK, nil
+	case classRefused:
+		return outcomeRefused, err
+	case classWrongType:
+		return outcomeWrongType, err
+	}
+	return outcomeUnavailable, err
+}
+
+// exchange sends reqs, all for node n, in one flight and waits for their
+// replies (left in reqs), the caller's context, or the node's silence,
+// whichever comes first; outcomeOK means the flight landed, and each
+// request's err says how it fared. With since, the flight asks Redis for
+// its TIME ahead of the scripts (the bound a refund needs; sinceOf).
+func (l *Limiter) exchange(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (outcome, error) {
+	f, o, err := l.launch(ctx, n, start, reqs, now, since)
+	if o != outcomeOK {
+		return o, err
+	}
+	o, err = l.await(ctx, f)
+	if o == outcomeOK || o == outcomeClosed {
+		l.collect(f, reqs)
+	}
+	return o, err
+}
+
+// collect copies the replies of a landed flight into reqs and recycles it.
+func (l *Limiter) collect(f *flight, reqs []request) {
+	for i := range reqs {
+		reqs[i].d, reqs[i].err = f.reqs[i].d, f.reqs[i].err
+	}
+	f.recycle()
+}
+
+// launch sends reqs to n, unless n's breaker is open, as one flight.
+func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (*flight, outcome, error) {
 	if l.goroutines.closed() {
-		return decision{}, outcomeClosed, ErrClosed
+		return nil, outcomeClosed, ErrClosed
 	}
-	n := l.router.nodeFor(req.key)
-	req.node = n
-	req.start = time.Now()
-	if err := ctx.Err(); err != nil && req.kind != callRelease {
-		return decision{}, outcomeCaller, callerErr(ctx) // nothing sent, nothing charged
+	first := &reqs[0]
+	if err := ctx.Err(); err != nil && !first.giveUpNever() {
+		return nil, outcomeCaller, callerErr(ctx) // nothing sent, nothing charged
 	}
-	if !req.bypass() {
+	if !first.bypass() {
 		if ok, probe := n.breaker.allow(); !ok {
 			if probe {
 				l.probe(n)
 			}
-			return decision{}, outcomeUnavailable, ErrBreakerOpen
+			return nil, outcomeUnavailable, ErrBreakerOpen
 		}
 	}
 	select {
 	case n.slots <- struct{}{}:
 	default:
-		if o, err := l.queue(ctx, n, req.start); o != outcomeOK {
-			if req.kind == callRelease && o == outcomeCaller {
+		if o, err := l.queue(ctx, n, start); o != outcomeOK {
+			if first.kind == callRelease && o == outcomeCaller {
 				// Nothing was sent, and a release must be: the
 				// release queue sends it.
-				l.giveBack(req.key, req.holder, req.lim)
+				l.giveBack(first.key, first.holder, first.lim)
 			}
-			return decision{}, o, err
+			return nil, o, err
 		}
-	}
-	if req.decode == nil {
-		req.buildRate(l.nowArg())
 	}
 	if !l.goroutines.add() {
 		<-n.slots
-		return decision{}, outcomeClosed, ErrClosed
+		return nil, outcomeClosed, ErrClosed
 	}
 	f := flights.Get().(*flight)
-	f.req = *req
-	n.sending(req.start)
+	f.reqs = append(f.reqs[:0], reqs...)
+	for i := range f.reqs {
+		if f.reqs[i].decode == nil {
+			f.reqs[i].build(now)
+		}
+	}
+	f.node, f.start, f.since = n, start, since
+	n.sending(start)
 	select {
 	case l.idle <- f: // a flier waiting for work takes it
 	default:
 		go l.flier(f)
 	}
-	return l.await(ctx, f)
+	return f, outcomeOK, nil
 }
 
 // maxFlights bounds the calls out on one node at once. Past it a call waits
@@ -248,16 +311,18 @@ func (l *Limiter) flier(f *flight) {
 	}
 }
 
-// flight is one call to Redis. It runs on a goroutine of its own under the
-// Limiter's context, not the caller's, so it outlives a caller who gives
-// up or who was answered by the failure policy: its reply is still read
-// (the node answered, which is what liveness means here), and what it did
-// in Redis is reconciled (a lease taken for a caller who left is given
-// back).
+// flight is one round trip to one Redis node: one or more requests in one
+// pipelined write. It runs on a goroutine of its own under the Limiter's
+// context, not the caller's, so it outlives a caller who gives up or who
+// was answered by the failure policy: its replies are still read (the node
+// answered, which is what liveness means here), and what it did in Redis
+// is reconciled (a lease taken for a caller who left is given back).
 type flight struct {
-	req   request
-	d     decision
-	err   error
+	reqs  []request
+	node  *node
+	start time.Time
+	since bool         // send TIME ahead of the scripts
+	t0    int64        // its reply, µs; 0 when not asked or it failed
 	state atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
 	done  chan struct{}
 	timer *time.Timer
@@ -265,7 +330,7 @@ type flight struct {
 
 const (
 	flightWaiting  int32 = iota
-	flightLanded         // d and err hold the reply, for the waiter
+	flightLanded         // the requests hold their replies, for the waiter
 	flightLeft           // the caller gave up: the flight reconciles on its own
 	flightAnswered       // the failure policy answered the caller (silent node, WithTimeout): likewise
 )
@@ -277,64 +342,159 @@ var flights = sync.Pool{New: func() any {
 }}
 
 func (f *flight) recycle() {
-	f.req, f.d, f.err = request{}, decision{}, nil
+	clear(f.reqs)
+	f.reqs = f.reqs[:0]
+	f.node, f.since, f.t0 = nil, false, 0
 	f.state.Store(flightWaiting)
 	flights.Put(f)
 }
 
-// fly sends the call, retries it while the cluster answers TRYAGAIN (the
-// script did not run: its keys are being migrated), and hands the reply to
-// the waiter, or reconciles it when the waiter has gone.
+// fly sends the requests, retries those the cluster answers TRYAGAIN (the
+// script did not run: its keys are being migrated), and hands the replies
+// to the waiter, or reconciles them when the waiter has gone.
 func (l *Limiter) fly(f *flight) {
 	defer l.goroutines.done()
-	req := &f.req
-	n := req.node
-	ctx := l.deadlines.get(req.start, l.cfg.flightBound())
-	var d decision
-	var err error
-	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		d, err = req.decode(l.send(ctx, req))
-		if classOf(err) != classRetry {
-			break
-		}
+	n := f.node
+	ctx := l.deadlines.get(f.start, l.cfg.flightBound())
+	l.send(ctx, f, false)
+	for delay := time.Millisecond; f.retrying(); delay = min(2*delay, 50*time.Millisecond) {
 		n.replied(time.Now())
-		if f.state.Load() != flightWaiting && req.kind != callRelease {
-			break // nobody waits, and the script did not run: nothing to do
+		if f.state.Load() != flightWaiting && !f.reqs[0].giveUpNever() {
+			break // nobody waits, and the scripts did not run: nothing to do
 		}
-		l.metrics.retry(req.lim)
+		l.metrics.retry(f.reqs[0].lim)
 		if !sleepCtx(ctx, delay) {
-			err = ctx.Err()
+			for i := range f.reqs {
+				if classOf(f.reqs[i].err) == classRetry {
+					f.reqs[i].err = ctx.Err()
+				}
+			}
 			break
+		}
+		l.send(ctx, f, true)
+	}
+	down, reply := false, false
+	for i := range f.reqs {
+		switch classOf(f.reqs[i].err) {
+		case classDown:
+			down = true
+		case classGaveUp:
+		default:
+			reply = true
 		}
 	}
-	cl := classOf(err)
-	n.finished(time.Now(), cl != classDown && cl != classGaveUp)
+	n.finished(time.Now(), reply)
 	<-n.slots
-	if cl == classDown {
+	if down && !reply {
 		n.breaker.unanswered()
 		l.router.failed()
 	}
-	f.d, f.err = d, err
 	if f.state.CompareAndSwap(flightWaiting, flightLanded) {
 		f.done <- struct{}{}
 		return
 	}
-	l.reconcile(req, d, cl, f.state.Load() == flightLeft)
+	left := f.state.Load() == flightLeft
+	for i := range f.reqs {
+		l.reconcile(&f.reqs[i], classOf(f.reqs[i].err), left)
+	}
 	f.recycle()
 }
 
-// send is the command of req: its script, or for Reset a DEL.
-func (l *Limiter) send(ctx context.Context, req *request) rueidis.RedisResult {
+// retrying reports whether a request of f was answered TRYAGAIN.
+func (f *flight) retrying() bool {
+	for i := range f.reqs {
+		if classOf(f.reqs[i].err) == classRetry {
+			return true
+		}
+	}
+	return false
+}
+
+// send sends f's requests (with retry, only those answered TRYAGAIN) and
+// sets their replies: one command alone, or several (TIME first when f
+// asks for it) in one DoMulti, then the scripts Redis did not have once
+// more as EVAL.
+func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
+	if len(f.reqs) == 1 && !f.since {
+		req := &f.reqs[0]
+		req.d, req.err = req.decode(l.do(ctx, req))
+		return
+	}
+	c := l.client
+	var cbuf [8]rueidis.Completed
+	var ibuf [8]int
+	cmds, idx := cbuf[:0], ibuf[:0]
+	if f.since && !retry {
+		cmds = append(cmds, c.B().Time().Build().SetSlot(f.reqs[0].key))
+		idx = append(idx, -1)
+	}
+	for i := range f.reqs {
+		req := &f.reqs[i]
+		if retry && classOf(req.err) != classRetry {
+			continue
+		}
+		if req.kind == callReset {
+			cmds = append(cmds, c.B().Del().Key(req.keys...).Build())
+		} else {
+			cmds = append(cmds, req.call.Command(c))
+		}
+		idx = append(idx, i)
+	}
+	var eval []int
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		i := idx[j]
+		if i < 0 {
+			f.t0 = timeOf(r)
+			continue
+		}
+		req := &f.reqs[i]
+		if req.kind != callReset && luart.IsNoScript(r) {
+			eval = append(eval, i)
+			continue
+		}
+		req.d, req.err = req.decode(r)
+	}
+	if len(eval) == 0 {
+		return
+	}
+	l.metrics.reload(ctx, len(eval))
+	cmds = cmds[:0]
+	for _, i := range eval {
+		cmds = append(cmds, f.reqs[i].call.EvalCommand(c))
+	}
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		req := &f.reqs[eval[j]]
+		req.d, req.err = req.decode(r)
+	}
+}
+
+// timeOf reads a TIME reply as µs; 0 when it failed.
+func timeOf(r rueidis.RedisResult) int64 {
+	a, err := r.AsStrSlice()
+	if err != nil || len(a) != 2 {
+		return 0
+	}
+	s, err1 := strconv.ParseInt(a[0], 10, 64)
+	us, err2 := strconv.ParseInt(a[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return s*1_000_000 + us
+}
+
+// do is the command of one request: its script, or for Reset a DEL.
+func (l *Limiter) do(ctx context.Context, req *request) rueidis.RedisResult {
 	if req.kind == callReset {
 		return l.client.Do(ctx, l.client.B().Del().Key(req.keys...).Build())
 	}
 	return luart.Do(ctx, l.metrics.scriptsVia(l.client), req.call)
 }
 
-// await waits for f's reply, the caller's context, or the node's silence.
-func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, error) {
-	n := f.req.node
-	w := l.watch(n, f.req.start)
+// await waits for f's replies, the caller's context, or the node's
+// silence; outcomeOK means the flight landed (collect its replies).
+func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
+	n := f.node
+	w := l.watch(n, f.start)
 	t := f.timer
 	for {
 		// The flight counts in the node's inflight until it lands, so
@@ -347,14 +507,14 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 		select {
 		case <-f.done:
 			t.Stop()
-			return l.landed(f)
+			return l.landed()
 		case <-ctx.Done():
 			t.Stop()
 			if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
 				<-f.done
-				return l.landed(f)
+				return l.landed()
 			}
-			return decision{}, outcomeCaller, callerErr(ctx)
+			return outcomeCaller, callerErr(ctx)
 		case <-tc:
 			err := w.check(time.Now())
 			if err == nil {
@@ -362,14 +522,22 @@ func (l *Limiter) await(ctx context.Context, f *flight) (decision, outcome, erro
 			}
 			if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
 				<-f.done
-				return l.landed(f)
+				return l.landed()
 			}
 			if err == errSilent {
 				l.silenced(n)
 			}
-			return decision{}, outcomeUnavailable, err
+			return outcomeUnavailable, err
 		}
 	}
+}
+
+// landed is the outcome of a flight whose waiter is still there.
+func (l *Limiter) landed() (outcome, error) {
+	if l.goroutines.closed() {
+		return outcomeClosed, ErrClosed
+	}
+	return outcomeOK, nil
 }
 
 // watcher is what a waiting caller watches besides its call: the node's
@@ -461,25 +629,6 @@ func (l *Limiter) silentNode(n *node, now time.Time, late time.Duration) (bool, 
 	return true, time.Time{}
 }
 
-// landed takes the reply of a flight whose waiter is still there.
-func (l *Limiter) landed(f *flight) (decision, outcome, error) {
-	d, err := f.d, f.err
-	f.recycle()
-	switch classOf(err) {
-	case classOK:
-		return d, outcomeOK, nil
-	case classRefused:
-		return d, outcomeRefused, err
-	case classWrongType:
-		return d, outcomeWrongType, err
-	case classGaveUp:
-		if l.goroutines.closed() {
-			return d, outcomeClosed, ErrClosed
-		}
-	}
-	return d, outcomeUnavailable, err
-}
-
 // silenced opens n's breaker: calls have waited on it for the whole
 // silence timeout and it answered none.
 func (l *Limiter) silenced(n *node) {
@@ -487,17 +636,17 @@ func (l *Limiter) silenced(n *node) {
 	l.router.failed()
 }
 
-// reconcile puts right in Redis what a flight did for a waiter who had
+// reconcile puts right in Redis what a request did for a waiter who had
 // already gone (cancelled, or answered by the failure policy): a lease it
 // took (or may have taken, when no reply came) is given back, and so is a
 // release that did not get through for a caller who gave up (one answered
 // by the failure policy retries it itself); a rate charge stays (the quota
 // it spent is counted, never over-admitted) and is recorded.
-func (l *Limiter) reconcile(req *request, d decision, cl class, callerLeft bool) {
+func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
 	unknown := cl == classDown || cl == classGaveUp
 	switch req.kind {
 	case callAcquire:
-		if cl == classOK && d.allowed || unknown {
+		if cl == classOK && req.d.allowed || unknown {
 			l.giveBack(req.key, req.holder, req.lim)
 		}
 	case callRelease:
@@ -505,7 +654,7 @@ func (l *Limiter) reconcile(req *request, d decision, cl class, callerLeft bool)
 			l.giveBack(req.key, req.holder, req.lim)
 		}
 	case callRate:
-		if cl == classOK && d.allowed && req.cost > 0 && !req.peek {
+		if cl == classOK && req.d.allowed && req.cost > 0 && !req.peek {
 			l.metrics.lateCharge(req.lim)
 		}
 	}

@@ -27,6 +27,7 @@ var builtins = []*luart.Script{
 	&scripts.GCRAMulti.Script,
 	&scripts.ConcurrencyAcquire.Script,
 	&scripts.ConcurrencyRelease.Script,
+	&scripts.Refund.Script,
 }
 
 // TestBuiltinsListed keeps builtins in step with the .lua files.

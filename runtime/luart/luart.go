@@ -124,6 +124,19 @@ func Do(ctx context.Context, client rueidis.CommandClient, c Call) rueidis.Redis
 	return r
 }
 
+// Command is c's EVALSHA (EVALSHA_RO for a read-only script), for callers
+// that send it with commands of their own in one DoMulti. When its reply
+// fails with NOSCRIPT (IsNoScript), send EvalCommand instead; Do and Exec
+// do both for you.
+func (c Call) Command(client rueidis.CommandClient) rueidis.Completed { return c.evalsha(client) }
+
+// EvalCommand is c's EVAL (EVAL_RO), which also loads the script.
+func (c Call) EvalCommand(client rueidis.CommandClient) rueidis.Completed { return c.eval(client) }
+
+// IsNoScript reports whether r failed because the server does not have the
+// script (NOSCRIPT): send the call's EvalCommand.
+func IsNoScript(r rueidis.RedisResult) bool { return isNoScript(r) }
+
 // Exec sends many calls, of any scripts and on any keys, in one round trip
 // with DoMulti (on a cluster client rueidis splits the batch by slot). Every
 // call that fails with NOSCRIPT is sent again as EVAL, together in a second

@@ -1,0 +1,136 @@
+package sluice
+
+import (
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/runtime/luart"
+	"github.com/sluice-go/sluice/scripts"
+)
+
+// algorithm is what the Limiter knows of one algorithm's script: how to
+// call it for a limit, how to read its reply, and the algorithm's number
+// in refund.lua. It is the one table the pipeline reads; nothing else
+// switches on the algorithm to reach Redis.
+type algorithm struct {
+	call   func(key string, lim Limit, cost int64, now *int64, peek bool) luart.Call
+	decode func(rueidis.RedisResult) (decision, error)
+	refund int64 // 0: no refund (concurrency slots are released instead)
+}
+
+var peekTrue = true
+
+func peekArg(peek bool) *bool {
+	if peek {
+		return &peekTrue
+	}
+	return nil
+}
+
+var (
+	algFixedWindow = algorithm{
+		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
+			return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k},
+				scripts.FixedWindowArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
+		},
+		decode: decode4(scripts.FixedWindow.Decode),
+		refund: 1,
+	}
+	algSlidingLog = algorithm{
+		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
+			return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k},
+				scripts.SlidingLogArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
+		},
+		decode: decode4(scripts.SlidingLog.Decode),
+		refund: 2,
+	}
+	algSlidingWindow = algorithm{
+		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
+			return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k},
+				scripts.SlidingWindowArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
+		},
+		decode: decode4(scripts.SlidingWindow.Decode),
+		refund: 3,
+	}
+	algTokenBucket = algorithm{
+		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
+			return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k},
+				scripts.TokenBucketArgs{Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Now: now, Peek: peekArg(peek)})
+		},
+		decode: decode4(scripts.TokenBucket.Decode),
+		refund: 4,
+	}
+	algGCRA = algorithm{
+		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
+			return scripts.GCRA.Call(scripts.GCRAKeys{State: k},
+				scripts.GCRAArgs{Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Now: now, Peek: peekArg(peek)})
+		},
+		decode: decode4(scripts.GCRA.Decode),
+		refund: 5,
+	}
+	// A concurrency check's call is built by acquireCall (it needs the
+	// holder); the table reads its reply.
+	algConcurrency = algorithm{decode: decode4(scripts.ConcurrencyAcquire.Decode)}
+)
+
+// algorithmOf is lim's entry in the table (lim is validated).
+func algorithmOf(lim Limit) *algorithm {
+	switch lim.Algorithm {
+	case AlgFixedWindow:
+		return &algFixedWindow
+	case AlgSlidingLog:
+		return &algSlidingLog
+	case AlgSlidingWindow:
+		return &algSlidingWindow
+	case AlgTokenBucket:
+		return &algTokenBucket
+	case AlgConcurrency:
+		return &algConcurrency
+	default:
+		return &algGCRA
+	}
+}
+
+// reply4 is the reply every single-limit script shares.
+type reply4 = struct {
+	Allowed    bool
+	Remaining  int64
+	RetryAfter int64
+	ResetAfter int64
+}
+
+// decode4 turns a generated decoder of the shared reply into the
+// pipeline's.
+func decode4[T ~reply4](dec func(rueidis.RedisResult) (T, error)) func(rueidis.RedisResult) (decision, error) {
+	return func(r rueidis.RedisResult) (decision, error) {
+		m, err := dec(r)
+		v := reply4(m)
+		return decision{v.Allowed, v.Remaining, v.RetryAfter, v.ResetAfter, 0}, err
+	}
+}
+
+// multiCall builds the AllowAll script call for limits of one algorithm
+// (validated by the caller), one key per limit, and its decoder.
+func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
+	if limits[0].Algorithm == AlgGCRA {
+		nums := make([]int64, 0, 3*len(limits))
+		for _, lim := range limits {
+			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
+		}
+		return scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
+	}
+	nums := make([]int64, 0, 2*len(limits))
+	for _, lim := range limits {
+		nums = append(nums, lim.Rate, lim.periodMicros())
+	}
+	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeSlidingWindowMulti
+}
+
+func decodeGcraMulti(r rueidis.RedisResult) (decision, error) {
+	m, err := scripts.GCRAMulti.Decode(r)
+	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
+}
+
+func decodeSlidingWindowMulti(r rueidis.RedisResult) (decision, error) {
+	m, err := scripts.SlidingWindowMulti.Decode(r)
+	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
+}

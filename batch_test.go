@@ -1,0 +1,409 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/internal/model"
+	"github.com/sluice-go/sluice/internal/redisserver"
+)
+
+// TestDecideMatchesModels drives random batches — the six algorithms,
+// shuffled identities, shadow checks, costs 0 to 3 — on a Limiter with a
+// virtual clock, and checks each against the plain-Go models: a check
+// admits exactly when its model does, the batch exactly when every
+// enforced check does, only an admitted batch's checks are charged (a
+// denied batch's charges are refunded: every later decision still matches
+// the models, which never saw them), and each Remaining is the model's.
+func TestDecideMatchesModels(t *testing.T) {
+	ctx := context.Background()
+	pool := []Limit{
+		Must(GCRA(3, time.Second, 2)), Must(GCRA(7, 3*time.Second, 7)),
+		Must(TokenBucket(2, time.Second, 3)), Must(TokenBucket(5, 700*time.Millisecond, 4)),
+		Must(FixedWindow(4, time.Second)), Must(SlidingWindow(3, time.Second)), Must(SlidingWindow(5, 2*time.Second)),
+		Must(SlidingLog(4, time.Second)), Must(Concurrency(2, time.Hour)),
+	}
+	ids := []string{"alice", "bob", "{carol}"}
+	for seed := uint64(1); seed <= 6; seed++ {
+		cache := WithDenialCache(int(seed%2) * 10_000)
+		l, m, clk, _ := miniLimiter(t, cache)
+		rng := rand.New(rand.NewPCG(seed, 17))
+		tr := map[string]*tracked{}
+		holders := map[string][]Lease{}
+		denied, admitted, refunded := 0, 0, 0
+		for step := 0; step < 400; step++ {
+			// Time moves on at least 1µs per batch: a refunded gcra or
+			// token bucket charge on an empty state may leave up to 1µs
+			// behind (the documented bound), which reads as empty once
+			// that µs has passed.
+			clk.add(time.Duration(1+rng.Int64N(250_000)) * time.Microsecond)
+			clk.set(m)
+			now := clk.now().UnixMicro()
+			if rng.IntN(4) == 0 { // release a slot
+				for k, ls := range holders {
+					if len(ls) > 0 {
+						if err := l.Release(ctx, ls[0]); err != nil {
+							t.Fatal(err)
+						}
+						holders[k] = ls[1:]
+						break
+					}
+				}
+			}
+			n := 1 + rng.IntN(5)
+			var checks []Check
+			seen := map[string]bool{}
+			for len(checks) < n {
+				c := Check{Identity: ids[rng.IntN(len(ids))], Limit: pool[rng.IntN(len(pool))], Cost: rng.Int64N(4), Shadow: rng.IntN(10) == 0}
+				k := l.Key(c.Identity, c.Limit)
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				checks = append(checks, c)
+			}
+			// What the models say, before anything is charged.
+			want := make([]bool, n)
+			allowed := true
+			for i, c := range checks {
+				k := l.Key(c.Identity, c.Limit)
+				if c.Limit.Algorithm == AlgConcurrency {
+					want[i] = int64(len(holders[k])) < c.Limit.Rate
+				} else {
+					x := tr[k]
+					if x == nil {
+						x = &tracked{lim: c.Limit, m: modelOf(c.Limit)}
+						tr[k] = x
+					}
+					want[i] = model.Decide(x.copy(), now, c.Cost).Allowed
+				}
+				allowed = allowed && (want[i] || c.Shadow)
+			}
+			d, err := l.Decide(ctx, checks...)
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+			if d.Allowed != allowed {
+				t.Fatalf("seed %d step %d: batch %+v: Allowed %v, the models say %v", seed, step, checks, d.Allowed, allowed)
+			}
+			for i, c := range checks {
+				k := l.Key(c.Identity, c.Limit)
+				if !d.Asked(i) {
+					continue // denied by the cache before this check was asked
+				}
+				r := d.Results[i]
+				if r.Allowed != want[i] {
+					t.Fatalf("seed %d step %d check %d (%s %s cost %d): Allowed %v, the model says %v", seed, step, i, c.Identity, c.Limit.Name, c.Cost, r.Allowed, want[i])
+				}
+				if c.Limit.Algorithm == AlgConcurrency {
+					if d.Allowed && r.Allowed {
+						holders[k] = append(holders[k], d.Leases[i])
+					} else if d.Leases[i].ID != "" {
+						t.Fatalf("seed %d step %d: a lease for check %d of a batch that was not admitted or a check that denied", seed, step, i)
+					}
+					continue
+				}
+				x := tr[k]
+				if d.Allowed && r.Allowed {
+					x.charge(now, c.Cost)
+				}
+				if c.Cost == 0 && r.Allowed {
+					continue // a report: Remaining 0 from the cache, exact from Redis
+				}
+				if wantRem := model.Remaining(x.copy(), now); r.Remaining != wantRem {
+					t.Fatalf("seed %d step %d check %d (%s cost %d, batch allowed %v): Remaining %d, the model says %d", seed, step, i, c.Limit.Name, c.Cost, d.Allowed, r.Remaining, wantRem)
+				}
+			}
+			switch {
+			case d.Allowed:
+				admitted++
+			default:
+				denied++
+				for i := range checks {
+					if d.Asked(i) && d.Results[i].Allowed && checks[i].Cost > 0 {
+						refunded++
+					}
+				}
+			}
+		}
+		t.Logf("seed %d: %d batches admitted, %d denied, %d charges refunded", seed, admitted, denied, refunded)
+		if denied == 0 || admitted == 0 || refunded == 0 {
+			t.Fatalf("seed %d: the batches did not cover admission, denial and refund", seed)
+		}
+	}
+}
+
+// roundTrips counts what a client sends: calls to Do and DoMulti (each
+// one round trip to each node it reaches).
+type roundTrips struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *roundTrips) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *roundTrips) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// commandStats reads the calls of each command from the server itself.
+func commandStats(t *testing.T, c rueidis.Client) map[string]int64 {
+	t.Helper()
+	s, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(calls, 10, 64)
+	}
+	return out
+}
+
+func statsDelta(before, after map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range after {
+		// Only the commands sent, not those the scripts called.
+		if top := k == "evalsha" || k == "eval" || k == "time" || k == "ping"; top && v != before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}
+
+// TestDecideRoundTrips: a request with 3 rate checks on 3 identities (IP,
+// API key, route) and a concurrency check costs one round trip when
+// admitted, two when denied (the refund), and none when an enforced check
+// is in the denial cache; counted by the client and by the server's own
+// command statistics.
+func TestDecideRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rt := &roundTrips{Client: c}
+	l, err := New(rt, quiet...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	perIP, perKey, route := Must(GCRA(100, time.Hour, 100)), Must(SlidingWindow(100, time.Hour)), Must(FixedWindow(3, time.Hour))
+	conc := Must(Concurrency(10, time.Minute))
+	checks := []Check{
+		{Identity: "192.0.2.7", Limit: perIP, Cost: 1},
+		{Identity: "key-1", Limit: perKey, Cost: 1},
+		{Identity: "GET /items", Limit: route, Cost: 1},
+		{Identity: "key-1", Limit: conc},
+	}
+	step := func(what string, wantAllowed bool, wantTrips int64, wantCmds map[string]int64) Decision {
+		t.Helper()
+		before, n0 := commandStats(t, c), rt.n.Load()
+		d, err := l.Decide(ctx, checks...)
+		trips := rt.n.Load() - n0
+		after := commandStats(t, c)
+		if err != nil || d.Allowed != wantAllowed {
+			t.Fatalf("%s: %+v, %v", what, d, err)
+		}
+		got := statsDelta(before, after)
+		t.Logf("%s: %d round trips, commands %v", what, trips, got)
+		if trips != wantTrips {
+			t.Fatalf("%s: %d round trips, want %d", what, trips, wantTrips)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(wantCmds) {
+			t.Fatalf("%s: the server ran %v, want %v", what, got, wantCmds)
+		}
+		for _, ls := range d.Leases {
+			if ls.ID != "" {
+				if err := l.Release(ctx, ls); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return d
+	}
+	// TIME counts once per batch sent ahead of the scripts, and once in
+	// each script (Redis TIME decides). The scripts are loaded by the
+	// first call (NOSCRIPT, then EVAL); each step ends releasing its slot.
+	step("first", true, 2, map[string]int64{"eval": 4, "evalsha": 4, "time": 1 + 4})
+	step("admitted", true, 1, map[string]int64{"evalsha": 4, "time": 1 + 4})
+	step("admitted", true, 1, map[string]int64{"evalsha": 4, "time": 1 + 4})
+	peeks := func() []int64 {
+		var out []int64
+		for _, ch := range checks[:2] {
+			r, err := l.AllowN(ctx, ch.Identity, ch.Limit, 0) // a report: the quota left
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.Remaining)
+		}
+		return out
+	}
+	before := peeks()
+	// The route's 3 are spent: the others' charges are given back in a
+	// second round trip, in one refund script per identity charged (IP and
+	// API key) and a release of the slot; the first refunds load their
+	// script (NOSCRIPT, then EVAL: a third).
+	denied := func(what string, wantTrips int64, wantCmds map[string]int64) {
+		t.Helper()
+		d := step(what, false, wantTrips, wantCmds)
+		if d.Results[2].Allowed || !d.Results[0].Allowed || d.Results[0].Remaining != before[0] || d.Results[1].Remaining != before[1] {
+			t.Fatalf("%s: results %+v (remaining before %v)", what, d.Results, before)
+		}
+		if after := peeks(); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("%s: a denied batch left charges: remaining %v, before %v", what, after, before)
+		}
+	}
+	denied("denied", 3, map[string]int64{"evalsha": 4 + 3, "eval": 2, "time": 1 + 4 + 1 + 2})
+	l.denials.forget(l.Key(checks[2].Identity, route)) // as if the cached denial had run out
+	denied("denied", 2, map[string]int64{"evalsha": 4 + 3, "time": 1 + 4 + 3})
+	step("denied", false, 0, map[string]int64{}) // the route's denial is cached, and no slot was held
+}
+
+// TestDecideNeverOverAdmits runs concurrent callers, each deciding random
+// batches over shared identities and limits that do not refill during the
+// test, on a real redis-server (Redis TIME decides) and on a 3-master
+// cluster (identities on every node, each node's part of a batch in its own
+// flight): no limit ever admits more than its quota, and at the end every
+// quota spent is what admitted batches spent (denied batches left nothing
+// behind, up to the documented bound).
+func TestDecideNeverOverAdmits(t *testing.T) {
+	ctx := context.Background()
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl := redisserver.StartCluster(t, 3)
+	cc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	pool := []Limit{
+		Must(GCRA(40, time.Hour, 40)), Must(TokenBucket(30, time.Hour, 30)), Must(FixedWindow(35, 24*time.Hour)),
+		Must(SlidingWindow(25, 24*time.Hour)), Must(SlidingLog(30, time.Hour)), Must(Concurrency(3, time.Hour)),
+	}
+	for name, client := range map[string]rueidis.Client{"standalone": c, "cluster": cc} {
+		t.Run(name, func(t *testing.T) {
+			l, err := New(client, quiet...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			prefix := fmt.Sprintf("run%d", time.Now().UnixNano())
+			ids := []string{prefix + "-a", prefix + "-b", prefix + "-c", prefix + "-d"}
+			var mu sync.Mutex
+			spent := map[string]int64{} // admitted cost per key
+			var admitted, denied atomic.Int64
+			var wg sync.WaitGroup
+			for g := 0; g < 16; g++ {
+				wg.Add(1)
+				go func(seed uint64) {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(seed, 5))
+					for i := 0; i < 60; i++ {
+						var checks []Check
+						seen := map[string]bool{}
+						for n := 1 + rng.IntN(4); len(checks) < n; {
+							ch := Check{Identity: ids[rng.IntN(len(ids))], Limit: pool[rng.IntN(len(pool))], Cost: 1 + rng.Int64N(3)}
+							if k := l.Key(ch.Identity, ch.Limit); !seen[k] {
+								seen[k] = true
+								checks = append(checks, ch)
+							}
+						}
+						d, err := l.Decide(ctx, checks...)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !d.Allowed {
+							denied.Add(1)
+							continue
+						}
+						admitted.Add(1)
+						mu.Lock()
+						for _, ch := range checks {
+							if ch.Limit.Algorithm != AlgConcurrency {
+								spent[l.Key(ch.Identity, ch.Limit)] += ch.Cost
+							} else {
+								spent[l.Key(ch.Identity, ch.Limit)]++
+							}
+						}
+						mu.Unlock()
+						for _, ls := range d.Leases {
+							if ls.ID != "" && rng.IntN(2) == 0 {
+								if err := l.Release(ctx, ls); err != nil {
+									t.Error(err)
+								}
+								mu.Lock()
+								spent[ls.key]--
+								mu.Unlock()
+							}
+						}
+					}
+				}(uint64(g))
+			}
+			wg.Wait()
+			t.Logf("%d batches admitted, %d denied", admitted.Load(), denied.Load())
+			// The quota left, asked of Redis (not of a cached denial).
+			l, err = New(client, opts(WithDenialCache(0))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if admitted.Load() == 0 || denied.Load() == 0 {
+				t.Fatal("the batches did not cover admission and denial")
+			}
+			for _, id := range ids {
+				for _, lim := range pool {
+					k := l.Key(id, lim)
+					if lim.Algorithm == AlgConcurrency {
+						if spent[k] > lim.Rate {
+							t.Errorf("%s: %d slots held, limit %d", k, spent[k], lim.Rate)
+						}
+						continue
+					}
+					if spent[k] > capacity(lim) {
+						t.Errorf("%s: admitted %d, quota %d", k, spent[k], capacity(lim))
+					}
+					r, err := l.AllowN(ctx, id, lim, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					left := capacity(lim) - r.Remaining
+					// A gcra or token bucket refund on an empty state may
+					// leave up to a few µs of emission: at most one unit.
+					slack := int64(0)
+					if lim.Algorithm == AlgGCRA || lim.Algorithm == AlgTokenBucket || lim.Algorithm == AlgSlidingLog {
+						slack = 3
+					}
+					if left < spent[k] || left > spent[k]+slack {
+						t.Errorf("%s: %d spent in Redis, %d by admitted batches", k, left, spent[k])
+					}
+				}
+			}
+		})
+	}
+}
