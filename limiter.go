@@ -22,9 +22,10 @@ type Limiter struct {
 	undos   *undoQueue       // releases still to get through: leases callers left or could not give back
 	metrics *metrics         // nil: no metrics
 
-	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
-	idle       chan *flight   // fliers waiting for a flight to send
-	deadlines  sharedDeadline // the bound of calls in flight
+	goroutines *goroutines       // every goroutine the Limiter starts; Close ends them
+	idle       chan *flight      // fliers waiting for a flight to send
+	deadlines  sharedDeadline    // the bound of calls in flight
+	timeCmd    rueidis.Completed // TIME, built once (pinned: never recycled)
 }
 
 // New returns a Limiter over client. For a real Redis, rueidis' client-side
@@ -61,6 +62,7 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines(), idle: make(chan *flight)}
 	l.deadlines.root = l.goroutines.ctx
+	l.timeCmd = client.B().Time().Build().Pin()
 	if l.now == nil {
 		l.now = time.Now
 	}

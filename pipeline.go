@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,8 +320,10 @@ type flight struct {
 	reqs  []request
 	node  *node
 	start time.Time
-	since bool         // send TIME ahead of the scripts
-	t0    int64        // its reply, µs; 0 when not asked or it failed
+	since bool                // send TIME ahead of the scripts
+	t0    int64               // its reply, µs; 0 when not asked or it failed
+	cmds  []rueidis.Completed // the commands of a pipelined send, kept for the next
+	idx   []int
 	state atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
 	done  chan struct{}
 	timer *time.Timer
@@ -421,11 +422,10 @@ func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
 		return
 	}
 	c := l.client
-	var cbuf [8]rueidis.Completed
-	var ibuf [8]int
-	cmds, idx := cbuf[:0], ibuf[:0]
+	cmds, idx := f.cmds[:0], f.idx[:0]
+	defer func() { f.cmds, f.idx = cmds[:0], idx[:0] }() // kept with the flight for the next
 	if f.since && !retry {
-		cmds = append(cmds, c.B().Time().Build().SetSlot(f.reqs[0].key))
+		cmds = append(cmds, l.timeCmd.SetSlot(f.reqs[0].key))
 		idx = append(idx, -1)
 	}
 	for i := range f.reqs {
@@ -442,6 +442,7 @@ func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
 	}
 	var eval []int
 	for j, r := range c.DoMulti(ctx, cmds...) {
+		cmds[j] = rueidis.Completed{} // sent: rueidis recycles it
 		i := idx[j]
 		if i < 0 {
 			f.t0 = timeOf(r)
@@ -470,12 +471,12 @@ func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
 
 // timeOf reads a TIME reply as µs; 0 when it failed.
 func timeOf(r rueidis.RedisResult) int64 {
-	a, err := r.AsStrSlice()
+	a, err := r.ToArray()
 	if err != nil || len(a) != 2 {
 		return 0
 	}
-	s, err1 := strconv.ParseInt(a[0], 10, 64)
-	us, err2 := strconv.ParseInt(a[1], 10, 64)
+	s, err1 := a[0].AsInt64()
+	us, err2 := a[1].AsInt64()
 	if err1 != nil || err2 != nil {
 		return 0
 	}

@@ -20,8 +20,9 @@ type Decision struct {
 	// Limiter failed closed (Redis unavailable).
 	Status int
 	// Outcomes holds one entry per policy that applied, in order: the
-	// common policies, the route's, then the tier's. A concurrency policy
-	// is left out when the request was denied before its turn.
+	// common policies, the route's, then the tier's. A policy is left out
+	// when the Limiter's denial cache denied the request before it was
+	// asked.
 	Outcomes []Outcome
 	// RetryAfter is the wait sent in Retry-After (whole seconds, at least
 	// 1) when denied.
@@ -32,6 +33,8 @@ type Decision struct {
 
 	leases []lease
 	err    error
+	checks []sluice.Check
+	batch  sluice.Decision
 }
 
 // Outcome is one policy's part of a Decision.
@@ -40,9 +43,9 @@ type Outcome struct {
 	Policy string
 	// Limit is the policy's limit.
 	Limit sluice.Limit
-	// Result is the Limiter's answer. When the request was denied by
-	// another policy before this one was charged, it is the answer of a
-	// Peek (nothing charged).
+	// Result is the Limiter's answer. A denied request is charged
+	// nothing: a policy that admitted it reports the quota it has with
+	// its charge given back.
 	Result sluice.Result
 	// Cost is the cost the request was weighed at.
 	Cost int64
@@ -101,29 +104,21 @@ func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
 	return sets
 }
 
-// decide runs every applicable policy.
-//
-// One rate policy is one AllowN. With several, each is first asked for the
-// quota left (AllowN with cost 0, nothing written); if a peek shows an enforced policy cannot admit the
-// cost, that policy alone is asked with AllowN for the authoritative answer
-// (a denial charges nothing), and when it denies, no policy is charged.
-// Otherwise every policy is charged in order with AllowN. Between a peek
-// and a charge another request can spend the quota: then a later policy
-// denies after earlier ones were charged, and those charges stay (at most
-// one request's cost per policy, only under that race). Concurrency
-// policies are acquired last, only for requests the rate policies admitted.
+// decide runs every applicable policy: one check per policy, all decided
+// by one Limiter.Decide, so a request costs one round trip when admitted,
+// two when denied (the denied request's charges are given back, and the
+// concurrency slots it took released), and none when an enforced policy's
+// denial is in the Limiter's denial cache.
 //
 // routeOf, when not nil, looks the route up for a request that a policy
 // denied (enforced or shadow), which reports it; route is then "".
 func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
 	d := decisions.Get().(*Decision)
-	// A reused Decision keeps the array behind its Outcomes (appends
-	// overwrite whole elements); leases are new, as the deferred release
-	// of the request that had them may still be reading them.
-	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0]}
-	ctx := r.Context()
-	var rateBuf, concBuf [8]int
-	rate, conc := rateBuf[:0], concBuf[:0]
+	// A reused Decision keeps the arrays behind its Outcomes, checks and
+	// batch (appends overwrite whole elements); leases are new, as the
+	// deferred release of the request that had them may still be reading
+	// them.
+	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0], checks: d.checks[:0], batch: d.batch}
 	for _, set := range m.applicable(r, route) {
 		for _, p := range set {
 			k, ok := p.Key(r)
@@ -138,92 +133,34 @@ func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Re
 					return d
 				}
 			}
-			d.Outcomes = append(d.Outcomes, Outcome{Policy: p.Policy.Name, Limit: p.Limit, Cost: cost,
-				Shadow: m.shadow || p.Shadow, p: p, key: boundKey(k)})
-			if p.conc {
-				conc = append(conc, len(d.Outcomes)-1)
-			} else {
-				rate = append(rate, len(d.Outcomes)-1)
-			}
+			shadow := m.shadow || p.Shadow
+			id := boundKey(k)
+			d.Outcomes = append(d.Outcomes, Outcome{Policy: p.Policy.Name, Limit: p.Limit, Cost: cost, Shadow: shadow, p: p, key: id})
+			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: p.Limit, Cost: cost, Shadow: shadow})
 		}
 	}
-	charge := func(i int) bool {
-		o := &d.Outcomes[i]
-		res, err := m.lim.AllowN(ctx, o.key, o.Limit, o.Cost)
-		if err != nil {
+	if len(d.checks) > 0 {
+		if err := m.lim.DecideInto(r.Context(), &d.batch, d.checks...); err != nil {
 			d.err = err
-			return false
+			return d
 		}
-		o.Result, o.Denied, o.asked = res, !res.Allowed, true
-		return true
-	}
-	var chargedBuf [16]bool
-	charged := chargedBuf[:]
-	if len(d.Outcomes) > len(chargedBuf) {
-		charged = make([]bool, len(d.Outcomes))
-	}
-	if len(rate) > 1 {
-		for _, i := range rate {
+		all := true
+		for i := range d.Outcomes {
 			o := &d.Outcomes[i]
-			res, err := m.lim.AllowN(ctx, o.key, o.Limit, 0) // cost 0: the quota left, nothing written
-			if err != nil {
-				d.err = err
-				return d
-			}
-			o.Result, o.asked = res, true
-			if !res.Allowed {
-				o.Denied, charged[i] = true, true // failed closed: that is the answer
-			} else if res.Remaining < o.Cost {
-				o.Denied = true
-			}
-		}
-		for _, i := range rate {
-			if o := &d.Outcomes[i]; o.Denied && !charged[i] && !o.Shadow {
-				if !charge(i) {
-					return d
-				}
-				charged[i] = true
-			}
-		}
-	}
-	if !d.denied() {
-		for _, i := range rate {
-			if charged[i] {
+			if o.asked = d.batch.Asked(i); !o.asked {
+				all = false
 				continue
 			}
-			if !charge(i) {
-				return d
-			}
-			charged[i] = true
-			if d.denied() {
-				break
-			}
-		}
-	}
-	if !d.denied() {
-		for _, i := range conc {
-			o := &d.Outcomes[i]
-			l, res, err := m.lim.Acquire(ctx, o.key, o.Limit)
-			if err != nil {
-				d.err = err
-				m.release(r, d.leases)
-				d.leases = nil
-				return d
-			}
-			o.Result, o.Denied, o.asked = res, !res.Allowed, true
-			if res.Allowed {
+			o.Result = d.batch.Results[i]
+			o.Denied = !o.Result.Allowed
+			if l := d.batch.Leases[i]; l.ID != "" {
 				d.leases = append(d.leases, lease{o.p, l})
-			} else if !o.Shadow {
-				m.release(r, d.leases)
-				d.leases = nil
-				break
 			}
 		}
-	}
-	// Concurrency policies never asked (the request was denied first) are
-	// left out: they have nothing to report. Every rate policy was asked.
-	if len(conc) > 0 {
-		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+		// Policies a cached denial left unasked have nothing to report.
+		if !all {
+			d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
+		}
 	}
 	if routeOf != nil {
 		for i := range d.Outcomes {

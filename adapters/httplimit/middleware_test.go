@@ -140,7 +140,8 @@ func TestConcurrencySlots(t *testing.T) {
 	}
 }
 
-// A rate policy that denies keeps the concurrency slot untaken.
+// A rate policy that denies leaves the concurrency slot free: it is taken
+// in the same round trip and given back with the denial.
 func TestConcurrencyAfterRate(t *testing.T) {
 	e := newTestEnv(t)
 	conc := sluice.Must(sluice.Concurrency(5, time.Minute)).Named("in-flight")
@@ -152,9 +153,14 @@ func TestConcurrencyAfterRate(t *testing.T) {
 	if rec.Code != 429 {
 		t.Fatalf("status %d", rec.Code)
 	}
-	// in-flight was never asked, so it is not reported
-	if got := rec.Header().Get("RateLimit"); got != `"rate";r=0;t=40` {
+	// in-flight admitted and was given back: all 5 slots are free
+	if got := rec.Header().Get("RateLimit"); got != `"in-flight";r=5, "rate";r=0;t=40` {
 		t.Errorf("RateLimit %q", got)
+	}
+	for _, k := range e.mr.Keys() {
+		if strings.Contains(k, "in-flight") {
+			t.Errorf("slot still held after the denial: %s", k)
+		}
 	}
 }
 
