@@ -402,9 +402,13 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 				out = append(out, releaseRequest(req.key, req.holder, req.lim, l.nowArg()))
 				nodes = append(nodes, g.n)
 				r.Remaining = min(r.Remaining+1, req.lim.Rate)
+				if r.Remaining == req.lim.Rate {
+					r.ResetAfter = 0
+				}
 				continue
 			}
 			r.Remaining = min(r.Remaining+req.cost, capacity(req.lim))
+			r.ResetAfter = resetAfterRefund(r.ResetAfter, req.lim, req.cost, r.Remaining)
 			l.denials.forget(req.key) // a denial cached for this key may no longer hold
 			// One refund per identity: the charges of later requests
 			// on the same identity join the first's.
@@ -457,6 +461,23 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 			}
 		}
 	}
+}
+
+// resetAfterRefund is the ResetAfter of a check whose charge of cost was
+// given back, from the one it replied: 0 when the quota is whole again
+// (Remaining is the capacity exactly when the state is empty, for every
+// algorithm), the charge's emission less for gcra and token_bucket, and
+// otherwise the charge's (an upper bound: never earlier than the truth).
+func resetAfterRefund(reset time.Duration, lim Limit, cost, remaining int64) time.Duration {
+	switch {
+	case remaining >= capacity(lim):
+		return 0
+	case lim.Algorithm == AlgGCRA || lim.Algorithm == AlgTokenBucket:
+		// The emission of cost, rounded down to whole µs.
+		emission := time.Duration(cost*lim.periodMicros()/lim.Rate) * time.Microsecond
+		return max(reset-emission, 0)
+	}
+	return reset
 }
 
 // refundCall builds the refund script call of req: its keys, and per key

@@ -187,6 +187,37 @@ func ExampleLimiter_AllowAll() {
 	// allowed=false remaining=0 binding=per-second
 }
 
+func ExampleLimiter_Decide() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// One request, three quotas on three identities, one round trip: the
+	// client's IP, its API key, and the route everyone shares.
+	perIP := sluice.Must(sluice.GCRA(100, time.Minute, 10))
+	perKey := sluice.Must(sluice.SlidingWindow(1000, time.Hour))
+	route := sluice.Must(sluice.FixedWindow(2, time.Minute)).Named("search")
+	request := func() {
+		d, err := limiter.Decide(ctx,
+			sluice.Check{Identity: "ip:192.0.2.7", Limit: perIP, Cost: 1},
+			sluice.Check{Identity: "key:k-1", Limit: perKey, Cost: 1},
+			sluice.Check{Identity: "GET /search", Limit: route, Cost: 1},
+		)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("allowed=%v ip=%d key=%d route=%d\n", d.Allowed,
+			d.Results[0].Remaining, d.Results[1].Remaining, d.Results[2].Remaining)
+	}
+	request()
+	request()
+	request() // the route's 2 are spent: denied, and the others' charges given back
+	// Output:
+	// allowed=true ip=9 key=999 route=1
+	// allowed=true ip=8 key=998 route=0
+	// allowed=false ip=8 key=998 route=0
+}
+
 func ExampleLimiter_Peek() {
 	limiter, _, done := exampleLimiter()
 	defer done()

@@ -14,8 +14,8 @@ import (
 )
 
 // BenchmarkServe measures the middleware on a private redis-server, next
-// to the bare Limiter call it wraps: one policy is one round trip; two
-// policies are four (peek both, charge both).
+// to the bare Limiter call it wraps: one round trip, with one policy or
+// with two (one batch decision).
 func BenchmarkServe(b *testing.B) {
 	srv := redisserver.Start(b)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
