@@ -34,6 +34,10 @@ type config struct {
 	// apiKeyLimit is the quota per API key of requests with an X-API-Key
 	// header (0: no API-key tier, every request is limited per IP).
 	apiKeyLimit int64
+	// pathLimit and globalLimit add policies beside the per-IP one: a
+	// quota per request path shared by every client, and one quota for
+	// the whole API (0: off).
+	pathLimit, globalLimit int64
 }
 
 var (
@@ -76,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDR prefixes (or addresses) of your own proxies and load balancers, e.g. 10.0.0.0/8,fd00::/8: when the TCP peer is one of them, the client IP is read from -forwarded-header (its rightmost hop that is not a trusted proxy); empty: the TCP peer is the client and forwarding headers are ignored")
 	fs.StringVar(&forwarded, "forwarded-header", "x-forwarded-for", "with -trusted-proxies: the header they write the client address into: x-forwarded-for or forwarded (RFC 7239)")
 	fs.Int64Var(&c.apiKeyLimit, "api-key-limit", 0, "requests per window for each API key: a request with an "+apiKeyHeader+" header is limited per key (hashed, never stored) at this rate instead of per client IP (also the burst of gcra and token_bucket); 0: off, every request is limited per client IP. The demo does not check keys: a real API verifies them, or a client can send a new key for a new quota")
+	fs.Int64Var(&c.pathLimit, "path-limit", 0, "requests per window for each request path, shared by every client: a second policy beside the per-IP one (one batch decision, one round trip); 0: off")
+	fs.Int64Var(&c.globalLimit, "global-limit", 0, "requests per window for the whole API, shared by every client: another policy beside the others; 0: off")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP (or per API key, with -api-key-limit) by sluice.\n\n")
 		fs.PrintDefaults()
@@ -120,6 +126,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if _, err := c.rateLimit(); err != nil {
 		return bad("-limit %d -window %v: %v", c.limit, c.window, err)
+	}
+	for _, f := range []struct {
+		name string
+		n    int64
+	}{{"path-limit", c.pathLimit}, {"global-limit", c.globalLimit}} {
+		if f.n < 0 {
+			return bad("-%s %d: want 0 (off) or more", f.name, f.n)
+		}
+		if _, err := c.limitOf(f.n); f.n > 0 && err != nil {
+			return bad("-%s %d -window %v: %v", f.name, f.n, c.window, err)
+		}
 	}
 	if c.apiKeyLimit < 0 {
 		return bad("-api-key-limit %d: want 0 (off) or more", c.apiKeyLimit)

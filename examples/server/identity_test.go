@@ -194,3 +194,44 @@ func TestAPIKeyTier(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedPolicies: -path-limit and -global-limit add policies beside
+// per-ip, all decided in one batch: with -limit 5 -path-limit 3
+// -global-limit 4, the fourth request to / is denied by per-path (and
+// charges nothing: per-ip and global still have what the three admitted
+// requests left), a request to another path passes, and the next is denied
+// by global.
+func TestSharedPolicies(t *testing.T) {
+	d := startDemo(t, "-limit", "5", "-path-limit", "3", "-global-limit", "4", "-window", "1h")
+	for _, want := range []string{"and 3 requests per 1h0m0s (bursts of 3) per request path", "and 4 requests per 1h0m0s (bursts of 4) for the whole API"} {
+		if !strings.Contains(d.output(), want) {
+			t.Fatalf("banner does not say %q:\n%s", want, d.output())
+		}
+	}
+	for i, s := range []struct {
+		path, rateLimit string
+		code            int
+		violated        string
+	}{
+		{"/", `"per-ip";r=4;t=720, "per-path";r=2;t=1200, "global";r=3;t=900`, 200, ""},
+		{"/", `"per-ip";r=3;t=1440, "per-path";r=1;t=2400, "global";r=2;t=1800`, 200, ""},
+		{"/", `"per-ip";r=2;t=2160, "per-path";r=0;t=3600, "global";r=1;t=2700`, 200, ""},
+		{"/", `"per-ip";r=2;t=2160, "per-path";r=0;t=1200, "global";r=1;t=2700`, 429, "per-path"},
+		{"/hello/x", `"per-ip";r=1;t=2880, "per-path";r=2;t=1200, "global";r=0;t=3600`, 200, ""},
+		{"/hello/y", `"per-ip";r=1;t=2880, "per-path";r=3;t=0, "global";r=0;t=900`, 429, "global"},
+	} {
+		r := getWith(t, d.base+s.path)
+		if r.code != s.code {
+			t.Fatalf("request %d (%s): status %d, want %d; body %s", i, s.path, r.code, s.code, r.body)
+		}
+		if got := r.header.Get("RateLimit"); got != s.rateLimit {
+			t.Errorf("request %d (%s): RateLimit %q\n want %q", i, s.path, got, s.rateLimit)
+		}
+		if s.violated != "" && !strings.Contains(r.body, `"violated-policies":["`+s.violated+`"]`) {
+			t.Errorf("request %d (%s): body %s, want violated-policies [%s]", i, s.path, r.body, s.violated)
+		}
+	}
+	// The summary counts the Limiter's decisions, one per policy: the 4
+	// admitted requests' 12, and each denied one's 2 admitted and 1 denied.
+	d.stopAndCheck(t, 16, 2)
+}

@@ -109,6 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		keyLim, _ := cfg.keyLimit() // checked by parseFlags
 		fmt.Fprintf(stdout, "requests with an %s header: %s per API key\n", apiKeyHeader, describe(keyLim))
 	}
+	if cfg.pathLimit > 0 {
+		l, _ := cfg.limitOf(cfg.pathLimit)
+		fmt.Fprintf(stdout, "and %s per request path, shared by every client\n", describe(l))
+	}
+	if cfg.globalLimit > 0 {
+		l, _ := cfg.limitOf(cfg.globalLimit)
+		fmt.Fprintf(stdout, "and %s for the whole API\n", describe(l))
+	}
 	if len(cfg.trustedProxies) > 0 {
 		fmt.Fprintf(stdout, "client IP from %s when the peer is in %s\n", headerNames[cfg.forwardedHeader], strings.Join(cfg.trustedProxies, ","))
 	}
@@ -173,9 +181,18 @@ func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Han
 		return nil, err
 	}
 	perIP := httplimit.Policy{Name: "per-ip", Limit: lim, Key: ip}
+	var shared []httplimit.Policy // -path-limit, -global-limit: beside per-ip (or per-key) on every request
+	if cfg.pathLimit > 0 {
+		l, _ := cfg.limitOf(cfg.pathLimit) // checked by parseFlags
+		shared = append(shared, httplimit.Policy{Name: "per-path", Limit: l.Named("per-path"), Key: requestPath})
+	}
+	if cfg.globalLimit > 0 {
+		l, _ := cfg.limitOf(cfg.globalLimit)
+		shared = append(shared, httplimit.Policy{Name: "global", Limit: l.Named("global"), Key: httplimit.Constant("api")})
+	}
 	hc := httplimit.Config{
 		Limiter:  limiter,
-		Policies: []httplimit.Policy{perIP},
+		Policies: append([]httplimit.Policy{perIP}, shared...),
 		Headers:  headerModes[cfg.headers],
 		Exempt:   func(_ *http.Request, route string) bool { return route == health },
 	}
@@ -188,7 +205,7 @@ func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Han
 		// request is in the API-key tier exactly when it has a key to be
 		// counted by (a blank header is no key: per IP).
 		apiKey := httplimit.APIKey(apiKeyHeader)
-		hc.Policies = nil
+		hc.Policies = shared
 		hc.Tiers = map[string][]httplimit.Policy{
 			tierAPIKey: {{Name: "per-key", Limit: keyLim, Key: apiKey}},
 			tierIP:     {perIP},
@@ -207,6 +224,11 @@ func newHandler(cfg config, limiter *sluice.Limiter, lim sluice.Limit) (http.Han
 	}
 	return newRouter(cfg.framework, mw)
 }
+
+// requestPath keys a request by its method and path: -path-limit's quota
+// per path. (Paths come from clients: the Limiter hashes long or unusual
+// ones into its keys.)
+func requestPath(r *http.Request) (string, bool) { return "path:" + r.Method + " " + r.URL.Path, true }
 
 // describe says what the limit admits, e.g. "10 requests per 1m0s
 // (bursts of 10)".
