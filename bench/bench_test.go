@@ -202,6 +202,26 @@ func sluiceAll(l *sluice.Limiter, lims ...sluice.Limit) decide {
 	}
 }
 
+// sluiceBatch decides lims on one identity with one Limiter.Decide: a
+// check per limit, one script call each, sent in one pipelined write.
+func sluiceBatch(l *sluice.Limiter, lims ...sluice.Limit) decide {
+	return func(ctx context.Context, id string) (bool, error) {
+		checks := make([]sluice.Check, len(lims))
+		for i, lim := range lims {
+			checks[i] = sluice.Check{Identity: id, Limit: lim, Cost: 1}
+		}
+		d, err := l.Decide(ctx, checks...)
+		if err == nil {
+			for _, r := range d.Results {
+				if r.Degraded {
+					return false, fmt.Errorf("%w for %q", errDegraded, id)
+				}
+			}
+		}
+		return d.Allowed, err
+	}
+}
+
 // redisRate decides with redis_rate under its own key prefix (one per
 // limit configuration, as sluice keys carry the limit name). With several
 // limits it calls them one after the other, stopping at the first denial,

@@ -118,6 +118,7 @@ func plan(e *env, bare decide) []cell {
 	two := []int{1, 128}
 	add("allow_all", "sluice_allowall16", sluiceAll(e.sluice, sixteen...), two, workIDs, false)
 	add("allow_all", "sluice_16_allows", sluiceEach(e.sluice, sixteen...), two, workIDs, false)
+	add("allow_all", "sluice_decide16", sluiceBatch(e.sluice, sixteen...), two, workIDs, false)
 	add("allow_all", "redis_rate_16", redisRate(e.rate, "work16", sixteenRate...), two, workIDs, false)
 	first := len(cells)
 	add("denial", "sluice_cache", sluiceOne(e.sluice, gcraDeny), two, hot, true)
