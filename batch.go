@@ -287,41 +287,61 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 		}
 	}
 
-	// The failure policy decides what Redis could not: check by check,
-	// charging nothing locally once the batch is denied.
+	// The failure policy decides what Redis could not. Its rate checks are
+	// first only asked (a peek); when nothing denies, the concurrency slots
+	// are taken and then the rate checks charged, so a batch denied by the
+	// failure policy charges nothing locally but in a race with another
+	// caller on the same local state.
 	if failed == nil {
 		at := l.now()
+		var dbuf [4]int
+		var bbuf [4]*breaker
+		degraded, breakers := dbuf[:0], bbuf[:0] // the requests, and the breakers of their nodes
 		for gi := range groups {
 			g := &groups[gi]
 			for i := g.lo; i < g.hi; i++ {
-				req := &reqs[i]
 				cause := g.err
 				if g.o == outcomeOK {
-					if o, _ := outcomeOf(req.err); o != outcomeUnavailable {
+					if o, _ := outcomeOf(reqs[i].err); o != outcomeUnavailable {
 						continue
 					}
-					cause = req.err
+					cause = reqs[i].err
 				}
-				l.metrics.failure(ctx, req.lim, cause)
-				c := &checks[req.check]
-				var r Result
-				if req.kind == callAcquire {
-					if denied {
-						r = Result{Limit: req.lim, Degraded: true}
-					} else {
-						r = l.policy.acquire(req.key, req.holder, req.lim, at, g.n.breaker)
-					}
-					if r.Allowed {
-						d.Leases[req.check].local = true
-						local |= 1 << req.check
-					} else {
-						d.Leases[req.check] = Lease{}
-					}
-				} else {
-					r = l.policy.decide([]string{req.key}, []Limit{req.lim}, req.cost, req.peek || denied, at, g.n.breaker)
+				reqs[i].err = cause
+				degraded, breakers = append(degraded, i), append(breakers, g.n.breaker)
+				l.metrics.failure(ctx, reqs[i].lim, cause)
+			}
+		}
+		decideLocal := func(req *request, b *breaker, peek bool) Result {
+			if req.kind == callAcquire {
+				if peek {
+					return Result{Allowed: true, Limit: req.lim, Degraded: true}
+				}
+				r := l.policy.acquire(req.key, req.holder, req.lim, at, b)
+				if r.Allowed {
+					d.Leases[req.check].local = true
+					local |= 1 << req.check
+				}
+				return r
+			}
+			return l.policy.decide([]string{req.key}, []Limit{req.lim}, req.cost, req.peek || peek, at, b)
+		}
+		for pass := 0; pass < 3 && len(degraded) > 0; pass++ {
+			// 0: peek every check; 1: take the slots; 2: charge the rates.
+			for k, i := range degraded {
+				req := &reqs[i]
+				if pass == 1 && req.kind != callAcquire || pass == 2 && req.kind == callAcquire {
+					continue
+				}
+				r := decideLocal(req, breakers[k], pass == 0 || denied)
+				if req.kind == callAcquire && !r.Allowed {
+					d.Leases[req.check] = Lease{}
 				}
 				d.Results[req.check], d.asked = r, d.asked|1<<req.check
-				denied = denied || !r.Allowed && !c.Shadow
+				denied = denied || !r.Allowed && !checks[req.check].Shadow
+			}
+			if denied {
+				break
 			}
 		}
 	}
@@ -448,7 +468,13 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 		}
 		if g.o != outcomeOK {
 			for i := g.lo; i < g.hi; i++ {
+				if g.o == outcomeCaller {
+					continue // the flight goes on without the caller
+				}
 				l.metrics.failure(ctx, out[i].lim, g.err)
+				if out[i].kind == callRelease && g.o == outcomeUnavailable {
+					l.giveBack(out[i].key, out[i].holder, out[i].lim)
+				}
 			}
 			continue
 		}

@@ -407,3 +407,54 @@ func TestDecideNeverOverAdmits(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideDegraded: while Redis cannot answer, each failure policy
+// decides a batch's checks (Result.Degraded): FailOpen admits, FailClosed
+// denies, FailLocal admits this replica's share and then denies, charging
+// nothing locally once an enforced check has denied; a concurrency check
+// gets a local slot that a denied batch gives back.
+func TestDecideDegraded(t *testing.T) {
+	ctx := context.Background()
+	small := Must(GCRA(2, time.Hour, 2)).Named("small")
+	big := Must(GCRA(100, time.Hour, 100)).Named("big")
+	conc := Must(Concurrency(1, time.Hour))
+	checks := []Check{{Identity: "a", Limit: big, Cost: 1}, {Identity: "b", Limit: small, Cost: 1}, {Identity: "a", Limit: conc}}
+	for _, tc := range []struct {
+		policy FailurePolicy
+		want   []bool // Allowed of 4 batches in a row
+	}{
+		{FailOpen, []bool{true, true, true, true}},
+		{FailClosed, []bool{false, false, false, false}},
+		{FailLocal, []bool{true, false, false, false}}, // the slot is held by the first
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			l, _, _, sc := miniLimiter(t, WithFailurePolicy(tc.policy), WithDenialCache(0))
+			sc.fail.Store(true)
+			for i, want := range tc.want {
+				d, err := l.Decide(ctx, checks...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed != want {
+					t.Fatalf("batch %d: Allowed %v, want %v: %+v", i, d.Allowed, want, d.Results)
+				}
+				for j, r := range d.Results {
+					if !r.Degraded {
+						t.Fatalf("batch %d check %d: not degraded: %+v", i, j, r)
+					}
+				}
+				if tc.policy == FailLocal && i == 0 && (d.Leases[2].ID == "" || !d.Leases[2].local) {
+					t.Fatalf("batch 0: no local lease: %+v", d.Leases)
+				}
+			}
+			if tc.policy == FailLocal {
+				// big was charged once (the first batch), small once: the
+				// denied batches charged nothing locally.
+				r, _ := l.AllowN(ctx, "b", small, 0)
+				if r.Remaining != 1 || !r.Degraded {
+					t.Fatalf("small after the batches: %+v, want 1 left", r)
+				}
+			}
+		})
+	}
+}

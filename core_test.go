@@ -36,6 +36,18 @@ func (s *switchClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Re
 	return s.Client.Do(ctx, cmd)
 }
 
+func (s *switchClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		out := make([]rueidis.RedisResult, len(cmds))
+		for i := range out {
+			out[i] = rueidis.NewErrorResult(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+		}
+		return out
+	}
+	return s.Client.DoMulti(ctx, cmds...)
+}
+
 // miniLimiter is a Limiter on a fresh miniredis whose clock the test drives.
 func miniLimiter(t *testing.T, extra ...Option) (*Limiter, *miniredis.Miniredis, *clock, *switchClient) {
 	t.Helper()

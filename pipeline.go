@@ -34,7 +34,6 @@ type request struct {
 	cost   int64
 	peek   bool
 	holder string // Acquire, Extend, Release: the lease's holder ID
-	lease  *Lease // Acquire: the lease the caller gets
 	check  int    // Decide: the position of the check this request decides
 	// Refunds: the TIME (µs) the charges were made after, and per key
 	// their cost and the reset_after the charge replied.
