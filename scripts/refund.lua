@@ -338,13 +338,14 @@ local function sliding_window(key, period, cost, reset)
   return true
 end
 
-local function sliding_log(key, cost)
+local function sliding_log(key, period, cost)
   -- The members logged at or after since: the charge's among them, with
   -- any logged after it. The oldest of cost cost is removed (the charge's
   -- own, or one logged no later, which leaves the later one in the window:
   -- never more admitted), and the totals after it are lowered by cost, so
   -- the log counts as if that member had never been.
   local recent = redis.call('ZRANGEBYSCORE', key, format('%d', since), '+inf', 'WITHSCORES')
+  local ttl = redis.call('PTTL', key)
   local at
   for j = 1, #recent, 2 do
     local total, c = string.match(recent[j], '^(%d+):(%d+)$')
@@ -355,9 +356,27 @@ local function sliding_log(key, cost)
       at = j
       redis.call('ZREM', key, recent[j])
     elseif at then
-      redis.call('ZREM', key, recent[j])
+      -- Renamed in place, the new name first so that the set never
+      -- empties: its total is below the old one and above every earlier
+      -- member's, so no member has that name.
       redis.call('ZADD', key, recent[j + 1], format('%016d:%s', tonumber(total) - cost, c))
+      redis.call('ZREM', key, recent[j])
     end
+  end
+  if at then
+    if ttl <= 0 then
+      -- No TTL to keep (a key found without one): until the newest member
+      -- leaves the window, as the sliding_log script gives it.
+      local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+      ttl = 2
+      if #newest == 2 then
+        ttl = floor((tonumber(newest[2]) + period - now + 999) / 1000)
+      end
+      if ttl < 2 then
+        ttl = 2
+      end
+    end
+    redis.call('PEXPIRE', key, format('%d', ttl)) -- the log's TTL, as it was
   end
   return at ~= nil
 end
@@ -373,7 +392,7 @@ for i = 1, n do
     if alg == 1 then
       done = fixed_window(key, period, cost, reset)
     elseif alg == 2 then
-      done = sliding_log(key, cost)
+      done = sliding_log(key, period, cost)
     elseif alg == 3 then
       done = sliding_window(key, period, cost, reset)
     elseif alg == 4 then
@@ -386,4 +405,4 @@ for i = 1, n do
     changed = changed + 1
   end
 end
-return changed
+return {changed}

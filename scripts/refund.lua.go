@@ -20,7 +20,7 @@ const (
 )
 
 // RefundSHA1 is the SHA1 of refund.lua, as SCRIPT LOAD returns it.
-const RefundSHA1 = "08341a3a9b37feb01126ecdd8b3cb1be6b37735e"
+const RefundSHA1 = "dde06ee4bd2f306dc18b9d9dec4a9d52c4be04d5"
 
 // refundSource is refund.lua, byte for byte.
 const refundSource = `-- Refund gives back the charges a batch decision made for one identity
@@ -363,13 +363,14 @@ local function sliding_window(key, period, cost, reset)
   return true
 end
 
-local function sliding_log(key, cost)
+local function sliding_log(key, period, cost)
   -- The members logged at or after since: the charge's among them, with
   -- any logged after it. The oldest of cost cost is removed (the charge's
   -- own, or one logged no later, which leaves the later one in the window:
   -- never more admitted), and the totals after it are lowered by cost, so
   -- the log counts as if that member had never been.
   local recent = redis.call('ZRANGEBYSCORE', key, format('%d', since), '+inf', 'WITHSCORES')
+  local ttl = redis.call('PTTL', key)
   local at
   for j = 1, #recent, 2 do
     local total, c = string.match(recent[j], '^(%d+):(%d+)$')
@@ -380,9 +381,27 @@ local function sliding_log(key, cost)
       at = j
       redis.call('ZREM', key, recent[j])
     elseif at then
-      redis.call('ZREM', key, recent[j])
+      -- Renamed in place, the new name first so that the set never
+      -- empties: its total is below the old one and above every earlier
+      -- member's, so no member has that name.
       redis.call('ZADD', key, recent[j + 1], format('%016d:%s', tonumber(total) - cost, c))
+      redis.call('ZREM', key, recent[j])
     end
+  end
+  if at then
+    if ttl <= 0 then
+      -- No TTL to keep (a key found without one): until the newest member
+      -- leaves the window, as the sliding_log script gives it.
+      local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+      ttl = 2
+      if #newest == 2 then
+        ttl = floor((tonumber(newest[2]) + period - now + 999) / 1000)
+      end
+      if ttl < 2 then
+        ttl = 2
+      end
+    end
+    redis.call('PEXPIRE', key, format('%d', ttl)) -- the log's TTL, as it was
   end
   return at ~= nil
 end
@@ -398,7 +417,7 @@ for i = 1, n do
     if alg == 1 then
       done = fixed_window(key, period, cost, reset)
     elseif alg == 2 then
-      done = sliding_log(key, cost)
+      done = sliding_log(key, period, cost)
     elseif alg == 3 then
       done = sliding_window(key, period, cost, reset)
     elseif alg == 4 then
@@ -411,7 +430,7 @@ for i = 1, n do
     changed = changed + 1
   end
 end
-return changed`
+return {changed}`
 
 // Refund gives back the charges a batch decision made for one identity
 // when another check of the batch denied: a denied batch must leave no
