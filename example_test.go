@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -216,6 +217,60 @@ func ExampleLimiter_Decide() {
 	// allowed=true ip=9 key=999 route=1
 	// allowed=true ip=8 key=998 route=0
 	// allowed=false ip=8 key=998 route=0
+}
+
+func ExampleLimiter_Reserve() {
+	limiter, advance, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// A third party allows 2 calls per second, bursts of 2, to all of our
+	// workers together: each books its call and waits its turn.
+	upstream := sluice.Must(sluice.GCRA(2, time.Second, 2))
+	for i := 0; i < 4; i++ {
+		r, err := limiter.Reserve(ctx, "payments-api", upstream, time.Minute)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("call %d: reserved=%v, may go in %v\n", i, r.OK, r.Delay())
+	}
+	// One that would not wait more than 100ms is not booked (nothing charged).
+	r, _ := limiter.Reserve(ctx, "payments-api", upstream, 100*time.Millisecond)
+	fmt.Printf("impatient: reserved=%v, would wait %v\n", r.OK, r.Delay())
+
+	advance(time.Second)
+	late, _ := limiter.Reserve(ctx, "payments-api", upstream, time.Minute)
+	fmt.Printf("a second later: may go in %v\n", late.Delay())
+	_ = late.Cancel(ctx) // not needed after all: its slot comes back
+	again, _ := limiter.Reserve(ctx, "payments-api", upstream, time.Minute)
+	fmt.Printf("after the cancel: may go in %v\n", again.Delay())
+	// Output:
+	// call 0: reserved=true, may go in 0s
+	// call 1: reserved=true, may go in 0s
+	// call 2: reserved=true, may go in 500ms
+	// call 3: reserved=true, may go in 1s
+	// impatient: reserved=false, would wait 1.5s
+	// a second later: may go in 500ms
+	// after the cancel: may go in 500ms
+}
+
+func ExampleLimiter_Wait() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+
+	// Wait blocks until the call conforms, or returns at once when it
+	// cannot before the context's deadline (and charges nothing).
+	upstream := sluice.Must(sluice.GCRA(1, time.Hour, 1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := limiter.Wait(ctx, "mail-relay", upstream); err == nil {
+		fmt.Println("first call: at once")
+	}
+	_, err := limiter.Wait(ctx, "mail-relay", upstream)
+	fmt.Println("second call:", errors.Is(err, sluice.ErrNotReserved), errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// first call: at once
+	// second call: true true
 }
 
 func ExampleLimiter_Peek() {

@@ -157,6 +157,45 @@ func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek boo
 	return bind
 }
 
+// reserve books cost of lim locally at the first moment it conforms, if
+// that is at most maxWait from now (Reserve and Wait under FailLocal);
+// false and the wait it would need otherwise (RetryNever when cost exceeds
+// this replica's burst).
+func (f *localFallback) reserve(key string, lim Limit, cost int64, maxWait time.Duration, now time.Time) (bool, time.Duration) {
+	interval, tolerance, burst := f.gcraOf(lim)
+	if cost > burst {
+		return false, RetryNever
+	}
+	h, s := f.hash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tat := s.get(h)
+	if tat.Before(now) {
+		tat = now
+	}
+	wait := max(ceilMicros(tat.Add(interval*time.Duration(cost)).Sub(now)-tolerance), 0)
+	if wait > maxWait {
+		return false, wait
+	}
+	s.put(h, tat.Add(interval*time.Duration(cost)).UnixNano(), now.UnixNano(), f.perShard)
+	return true, wait
+}
+
+// unreserve gives back a local reservation of cost that conforms at at
+// and has not yet (Reservation.Cancel): its emission, but never below now.
+func (f *localFallback) unreserve(key string, lim Limit, cost int64, at, now time.Time) {
+	if !now.Before(at) {
+		return
+	}
+	interval, _, _ := f.gcraOf(lim)
+	h, s := f.hash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tat[h]; ok {
+		s.tat[h] = max(t-int64(interval)*cost, now.UnixNano())
+	}
+}
+
 // get is the TAT of h: its own, or the shard's floor when it has none.
 func (s *localShard) get(h uint64) time.Time {
 	if t, ok := s.tat[h]; ok {

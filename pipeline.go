@@ -64,9 +64,11 @@ type callKind int
 const (
 	callRate    callKind = iota // a rate check: decided by the failure policy when Redis cannot
 	callAcquire                 // a concurrency check (Acquire): likewise, with a local or no lease
+	callReserve                 // Reserve, Wait: likewise, with a local reservation or none
 	callRenew                   // Extend: never refused by the breaker; no fallback
 	callRelease                 // Release: never refused by the breaker; no fallback; not a decision; sent even for a caller who has given up
 	callRefund                  // a denied batch's refund: like a release
+	callCancel                  // a reservation's Cancel: like a release
 	callReset                   // Reset: DEL of its keys; never refused by the breaker; not a decision
 )
 
@@ -76,7 +78,9 @@ const (
 func (r *request) bypass() bool { return r.kind >= callRenew }
 
 // giveUpNever reports calls sent even for a caller who has given up.
-func (r *request) giveUpNever() bool { return r.kind == callRelease || r.kind == callRefund }
+func (r *request) giveUpNever() bool {
+	return r.kind == callRelease || r.kind == callRefund || r.kind == callCancel
+}
 
 // outcome says how a call ended, and so what the pipeline does next.
 type outcome int
@@ -656,6 +660,13 @@ func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
 	case callRate:
 		if cl == classOK && req.d.allowed && req.cost > 0 && !req.peek {
 			l.metrics.lateCharge(req.lim)
+		}
+	case callReserve:
+		if cl == classOK && req.d.allowed {
+			// Nobody will wait for it: cancel it, as the caller would.
+			r := &Reservation{OK: true, Limit: req.lim, l: l, key: req.key, cost: req.cost,
+				tat: req.d.resetAfter, rem: req.d.limiting, actAt: req.d.retryAfter}
+			l.goroutines.start(func() { _ = r.Cancel(l.goroutines.ctx) })
 		}
 	}
 }

@@ -28,6 +28,8 @@ var builtins = []*luart.Script{
 	&scripts.ConcurrencyAcquire.Script,
 	&scripts.ConcurrencyRelease.Script,
 	&scripts.Refund.Script,
+	&scripts.GCRAReserve.Script,
+	&scripts.GCRACancel.Script,
 }
 
 // TestBuiltinsListed keeps builtins in step with the .lua files.

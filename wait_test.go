@@ -1,0 +1,393 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/internal/redisserver"
+)
+
+// reserveModel is GCRA with reservations, in plain Go, for a limit whose
+// emission interval T is a whole number of µs: tat is the theoretical
+// arrival time; a reservation of cost c conforms at max(tat, now) + cT -
+// burst*T and moves tat by cT; a cancel before it conforms gives back cT
+// less the emissions booked after it.
+type reserveModel struct {
+	t, burst int64 // T and burst
+	tat      int64
+}
+
+type modelRes struct {
+	ok          bool
+	delay, wrote int64 // wrote: the tat after it
+	at, cost    int64
+}
+
+func (m *reserveModel) reserve(now, cost, maxWait int64) modelRes {
+	if cost > m.burst {
+		return modelRes{}
+	}
+	tat := max(m.tat, now)
+	wait := max(tat+cost*m.t-m.burst*m.t-now, 0)
+	if wait > maxWait {
+		return modelRes{delay: wait}
+	}
+	m.tat = tat + cost*m.t
+	return modelRes{ok: true, delay: wait, wrote: m.tat, at: now + wait, cost: cost}
+}
+
+func (m *reserveModel) cancel(now int64, r modelRes) {
+	if !r.ok || now >= r.at {
+		return
+	}
+	later := m.tat - r.wrote
+	if back := r.cost*m.t - later; later >= 0 && back > 0 {
+		m.tat -= back
+	}
+}
+
+// TestReserveMatchesModel drives random Reserve, Cancel and Allow calls on
+// a virtual clock and checks every reservation — made or not, and its
+// exact delay — against the model: waiters are booked in order, a
+// reservation never books further ahead than its maximum wait, a Cancel
+// gives back exactly what no later reservation holds, and Allow shares the
+// one state.
+func TestReserveMatchesModel(t *testing.T) {
+	ctx := context.Background()
+	lim := Must(GCRA(4, time.Second, 3)) // T = 250ms
+	for seed := uint64(1); seed <= 4; seed++ {
+		l, m, clk, _ := miniLimiter(t, WithDenialCache(0))
+		rng := rand.New(rand.NewPCG(seed, 3))
+		model := &reserveModel{t: 250_000, burst: 3}
+		type held struct {
+			r *Reservation
+			m modelRes
+		}
+		var open []held
+		made, refused, cancelled := 0, 0, 0
+		for step := 0; step < 300; step++ {
+			clk.add(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			clk.set(m)
+			now := clk.now().UnixMicro()
+			switch op := rng.IntN(10); {
+			case op < 6:
+				cost, maxWait := 1+rng.Int64N(3), rng.Int64N(2_000_000)
+				r, err := l.ReserveN(ctx, "worker", lim, cost, time.Duration(maxWait)*time.Microsecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := model.reserve(now, cost, maxWait)
+				if r.OK != want.ok || r.Delay() != time.Duration(want.delay)*time.Microsecond {
+					t.Fatalf("seed %d step %d: ReserveN(cost %d, max wait %dµs) = OK %v delay %v; the model says %v, %dµs",
+						seed, step, cost, maxWait, r.OK, r.Delay(), want.ok, want.delay)
+				}
+				if r.OK {
+					made++
+					open = append(open, held{r, want})
+				} else {
+					refused++
+				}
+			case op < 8 && len(open) > 0:
+				i := rng.IntN(len(open))
+				h := open[i]
+				open = slices.Delete(open, i, i+1)
+				if err := h.r.Cancel(ctx); err != nil {
+					t.Fatal(err)
+				}
+				model.cancel(now, h.m)
+				cancelled++
+			default:
+				// Allow on the same state: admitted exactly when a
+				// reservation of 1 would conform now.
+				res, err := l.Allow(ctx, "worker", lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				probe := *model
+				if want := probe.reserve(now, 1, 0); res.Allowed != want.ok {
+					t.Fatalf("seed %d step %d: Allow = %v, the model says %v", seed, step, res.Allowed, want.ok)
+				}
+				if res.Allowed {
+					model.reserve(now, 1, 0)
+				}
+			}
+		}
+		t.Logf("seed %d: %d reservations made, %d refused, %d cancelled", seed, made, refused, cancelled)
+		if made == 0 || refused == 0 || cancelled == 0 {
+			t.Fatalf("seed %d: the sequence did not cover made, refused and cancelled reservations", seed)
+		}
+	}
+}
+
+// TestWaitPastDeadline: a Wait that cannot conform before its context's
+// deadline returns at once with ErrNotReserved (and
+// context.DeadlineExceeded), and charges nothing.
+func TestWaitPastDeadline(t *testing.T) {
+	l, _, _, _ := miniLimiter(t)
+	lim := Must(GCRA(1, time.Hour, 1))
+	ctx := context.Background()
+	if _, err := l.Wait(ctx, "w", lim); err != nil { // the burst: at once
+		t.Fatal(err)
+	}
+	before, err := l.AllowN(ctx, "w", lim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Minute) // far short of the hour the next needs
+	defer cancel()
+	r, err := l.Wait(dctx, "w", lim)
+	if !errors.Is(err, ErrNotReserved) || !errors.Is(err, context.DeadlineExceeded) || r.OK {
+		t.Fatalf("Wait past the deadline: %+v, %v", r, err)
+	}
+	if dctx.Err() != nil {
+		t.Fatal("Wait waited for the deadline instead of returning at once")
+	}
+	if d := r.Delay(); d < 59*time.Minute {
+		t.Fatalf("the wait it would need: %v, want about an hour", d)
+	}
+	after, err := l.AllowN(ctx, "w", lim, 0)
+	if err != nil || after.ResetAfter != before.ResetAfter {
+		t.Fatalf("the refused Wait charged: before %+v, after %+v, %v", before, after, err)
+	}
+}
+
+// TestCancelAfterPartialUse: of three reservations booked in a row (the
+// first conforming now), cancelling the middle one gives back only what
+// the third does not hold after it, cancelling the third gives back its
+// own, and a reservation that conforms already gives back nothing; each
+// checked by the wait of the next reservation, against the model.
+func TestCancelAfterPartialUse(t *testing.T) {
+	l, m, clk, _ := miniLimiter(t, WithDenialCache(0))
+	ctx := context.Background()
+	lim := Must(GCRA(10, time.Second, 2)) // T = 100ms, bursts of 2
+	model := &reserveModel{t: 100_000, burst: 2}
+	reserve := func(cost int64) (*Reservation, modelRes) {
+		t.Helper()
+		r, err := l.ReserveN(ctx, "p", lim, cost, time.Minute)
+		if err != nil || !r.OK {
+			t.Fatalf("%+v %v", r, err)
+		}
+		return r, model.reserve(clk.now().UnixMicro(), cost, 60_000_000)
+	}
+	next := func() time.Duration {
+		t.Helper()
+		probe, err := l.ReserveN(ctx, "p", lim, 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := probe.Delay()
+		if err := probe.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first, mf := reserve(1)
+	mid, mm := reserve(2)
+	last, ml := reserve(1)
+	if first.Delay() != 0 || mid.Delay() != 100*time.Millisecond || last.Delay() != 200*time.Millisecond {
+		t.Fatalf("delays %v %v %v, want 0 100ms 200ms", first.Delay(), mid.Delay(), last.Delay())
+	}
+	clk.add(50 * time.Millisecond)
+	clk.set(m)
+	now := clk.now().UnixMicro()
+	check := func(what string) {
+		t.Helper()
+		probe := *model
+		want := probe.reserve(clk.now().UnixMicro(), 1, 3_600_000_000)
+		if got := next(); got != time.Duration(want.delay)*time.Microsecond {
+			t.Fatalf("%s: the next reservation waits %v, the model %dµs", what, got, want.delay)
+		}
+	}
+	check("all three held")
+	for _, c := range []struct {
+		what string
+		r    *Reservation
+		m    modelRes
+	}{{"cancel the middle one", mid, mm}, {"cancel the last", last, ml}, {"cancel the first, which conforms", first, mf}} {
+		if err := c.r.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		model.cancel(now, c.m)
+		check(c.what)
+	}
+}
+
+// TestWaitFleet: 4 Limiters on their own clients (the processes of a
+// fleet) × 32 goroutines call WaitN against 100/s, bursts of 10, for a few
+// seconds, on a real redis-server and on a 3-master cluster. The moments
+// Redis booked (on its clock) number rate × duration + burst, ±1%, and no
+// 1-second window holds more than 100 + burst; the goroutines' own wake-up
+// times, which a loaded machine delays, are reported.
+func TestWaitFleet(t *testing.T) {
+	s := redisserver.Start(t)
+	cl := redisserver.StartCluster(t, 3)
+	for name, addrs := range map[string][]string{"standalone": {s.Addr}, "cluster": cl.Addrs()} {
+		t.Run(name, func(t *testing.T) {
+			const procs, workers, rate, burst = 4, 32, 100, 10
+			dur := 5 * time.Second
+			lim := Must(GCRA(rate, time.Second, burst)).Named(fmt.Sprintf("fleet-%d", time.Now().UnixNano()))
+			var mu sync.Mutex
+			var booked []int64 // act_at of every reservation, µs on Redis' clock
+			var late []time.Duration
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var first int64
+			var firstOnce sync.Once
+			for p := 0; p < procs; p++ {
+				c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				l, err := New(c, quiet...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for ctx.Err() == nil {
+							r, err := l.WaitN(ctx, "upstream", lim, 1)
+							if err != nil {
+								if ctx.Err() == nil {
+									t.Error(err)
+								}
+								return
+							}
+							woke := time.Now()
+							mu.Lock()
+							firstOnce.Do(func() { first = r.actAt })
+							booked = append(booked, r.actAt)
+							late = append(late, woke.Sub(r.at))
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+			time.Sleep(dur)
+			cancel()
+			wg.Wait()
+			slices.Sort(booked)
+			start := booked[0]
+			_ = first
+			end := start + dur.Microseconds()
+			n := 0
+			for _, at := range booked {
+				if at < end {
+					n++
+				}
+			}
+			want := float64(rate)*dur.Seconds() + burst
+			t.Logf("%d calls booked in the first %v (want %.0f ± 1%%); %d in all", n, dur, want, len(booked))
+			if float64(n) < want*0.99 || float64(n) > want*1.01 {
+				t.Errorf("%d calls in %v, want %.0f ± 1%%", n, dur, want)
+			}
+			most := 0
+			for i, j := 0, 0; i < len(booked); i++ {
+				for booked[i]-booked[j] >= 1_000_000 {
+					j++
+				}
+				most = max(most, i-j+1)
+			}
+			if most > rate+burst {
+				t.Errorf("%d calls in one second, want at most %d", most, rate+burst)
+			}
+			slices.Sort(late)
+			t.Logf("busiest second: %d calls; wake-up after the booked moment: p50 %v, p99 %v, max %v", most, late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
+		})
+	}
+}
+
+// TestWaitDegraded: while Redis cannot answer, the failure policy decides
+// a Wait, and the Reservation says so: FailOpen goes at once, FailClosed
+// reserves nothing (ErrNotReserved), FailLocal waits on this replica's
+// share — its burst at once, then a local reservation that Cancel gives
+// back.
+func TestWaitDegraded(t *testing.T) {
+	lim := Must(GCRA(2, time.Hour, 2))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		policy FailurePolicy
+		ok     []bool // three Reserves with a minute's wait
+	}{
+		{FailOpen, []bool{true, true, true}},
+		{FailClosed, []bool{false, false, false}},
+		{FailLocal, []bool{true, true, false}}, // the burst of 2; the third would wait 30 min
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			l, _, _, sc := miniLimiter(t, WithFailurePolicy(tc.policy))
+			sc.fail.Store(true)
+			for i, want := range tc.ok {
+				r, err := l.Reserve(ctx, "w", lim, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.OK != want || !r.Degraded {
+					t.Fatalf("reserve %d: OK %v Degraded %v, want OK %v, degraded", i, r.OK, r.Degraded, want)
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := l.Wait(wctx, "w", lim)
+			if tc.policy == FailOpen && err != nil || tc.policy != FailOpen && !errors.Is(err, ErrNotReserved) {
+				t.Fatalf("Wait: %v", err)
+			}
+			if tc.policy == FailLocal {
+				r, err := l.Reserve(ctx, "w", lim, time.Hour)
+				if err != nil || !r.OK || r.Delay() != 30*time.Minute {
+					t.Fatalf("local reservation: %+v, %v (delay %v, want 30m)", r, err, r.Delay())
+				}
+				if err := r.Cancel(ctx); err != nil {
+					t.Fatal(err)
+				}
+				again, _ := l.Reserve(ctx, "w", lim, time.Hour)
+				if again.Delay() != 30*time.Minute {
+					t.Fatalf("after the local cancel the next waits %v, want 30m", again.Delay())
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWaitNoWait sets Wait beside Allow on a redis-server when
+// nothing needs to wait: the overhead of a reservation over an admission
+// (go test -run '^$' -bench WaitNoWait .).
+func BenchmarkWaitNoWait(b *testing.B) {
+	s := redisserver.Start(b)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	l, err := New(c, quiet...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	lim := Must(GCRA(1<<30, time.Second, 1<<30))
+	ctx := context.Background()
+	b.Run("allow", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if r, err := l.Allow(ctx, "bench", lim); err != nil || !r.Allowed {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("wait", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := l.Wait(ctx, "bench", lim); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
