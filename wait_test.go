@@ -26,9 +26,9 @@ type reserveModel struct {
 }
 
 type modelRes struct {
-	ok          bool
+	ok           bool
 	delay, wrote int64 // wrote: the tat after it
-	at, cost    int64
+	at, cost     int64
 }
 
 func (m *reserveModel) reserve(now, cost, maxWait int64) modelRes {
