@@ -326,7 +326,11 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 			}
 			return l.policy.decide([]string{req.key}, []Limit{req.lim}, req.cost, req.peek || peek, at, b)
 		}
-		for pass := 0; pass < 3 && len(degraded) > 0; pass++ {
+		first := 0
+		if len(degraded) == 1 {
+			first = 1 // one check: its own decision is all there is to ask
+		}
+		for pass := first; pass < 3 && len(degraded) > 0; pass++ {
 			// 0: peek every check; 1: take the slots; 2: charge the rates.
 			for k, i := range degraded {
 				req := &reqs[i]

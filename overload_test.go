@@ -212,8 +212,10 @@ func TestOverload(t *testing.T) {
 	if n := cur.rate.redisAdmits[0].Load(); n != limit {
 		t.Errorf("Redis admitted %d, limit %d", n, limit)
 	}
-	if n := cur.rate.degraded.Load(); n != 0 {
+	if n := cur.rate.degraded.Load(); n != 0 && cur.transitions["open"] == 0 {
 		t.Errorf("%d rate decisions came from the local fallback while Redis answered", n)
+	} else if n != 0 {
+		t.Logf("%d rate decisions came from the local fallback after the breaker opened (see below)", n)
 	}
 	// The breaker and the leases are reported, not asserted: beside a
 	// second suite's CPU hogs, the 448 goroutines spinning on the denial

@@ -679,7 +679,10 @@ func (l *Limiter) probe(n *node) {
 	}
 	if !l.goroutines.start(func() {
 		defer n.probing.Store(false)
-		ctx, cancel := context.WithTimeout(l.goroutines.ctx, max(l.cfg.silence, time.Second))
+		// No caller waits for the probe, so it may take its time: a
+		// process starved of CPU can need seconds to dial and greet a
+		// restarted node, and a probe cut short would only be sent again.
+		ctx, cancel := context.WithTimeout(l.goroutines.ctx, max(2*l.cfg.silence, 5*time.Second))
 		defer cancel()
 		if err := n.probe(ctx); err != nil {
 			n.breaker.unanswered()
