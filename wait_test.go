@@ -221,8 +221,9 @@ func TestCancelAfterPartialUse(t *testing.T) {
 }
 
 // TestWaitFleet: 4 Limiters on their own clients (the processes of a
-// fleet) × 32 goroutines call WaitN against 100/s, bursts of 10, for a few
-// seconds, on a real redis-server and on a 3-master cluster. The moments
+// fleet: nothing is shared but Redis) × 32 goroutines call WaitN against
+// 100/s, bursts of 10, for 10 s, on a real redis-server and on a 3-master
+// cluster. The moments
 // Redis booked (on its clock) number rate × duration + burst, ±1%, and no
 // 1-second window holds more than 100 + burst; the goroutines' own wake-up
 // times, which a loaded machine delays, are reported.
@@ -232,7 +233,7 @@ func TestWaitFleet(t *testing.T) {
 	for name, addrs := range map[string][]string{"standalone": {s.Addr}, "cluster": cl.Addrs()} {
 		t.Run(name, func(t *testing.T) {
 			const procs, workers, rate, burst = 4, 32, 100, 10
-			dur := 5 * time.Second
+			dur := 10 * time.Second
 			lim := Must(GCRA(rate, time.Second, burst)).Named(fmt.Sprintf("fleet-%d", time.Now().UnixNano()))
 			var mu sync.Mutex
 			var booked []int64 // act_at of every reservation, µs on Redis' clock
