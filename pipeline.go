@@ -662,7 +662,9 @@ func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
 			l.metrics.lateCharge(req.lim)
 		}
 	case callReserve:
-		if cl == classOK && req.d.allowed {
+		// (A ReserveAll's bookings, keys set, stay: their states are not at
+		// hand here. Unused, they only ever admit less.)
+		if cl == classOK && req.d.allowed && req.keys == nil {
 			// Nobody will wait for it: cancel it, as the caller would.
 			r := &Reservation{OK: true, Limit: req.lim, l: l, key: req.key, cost: req.cost,
 				tat: req.d.resetAfter, rem: req.d.limiting, actAt: req.d.retryAfter}

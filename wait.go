@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -38,8 +40,18 @@ type Reservation struct {
 	need   time.Duration // not OK: the wait it would have needed, or RetryNever
 	tat    int64         // what Redis wrote, for Cancel
 	rem    int64
-	actAt  int64 // when it conforms, on the script's clock (µs)
-	closed bool  // not OK because the failure policy is FailClosed
+	actAt  int64  // when it conforms, on the script's clock (µs)
+	closed bool   // not OK because the failure policy is FailClosed
+	parts  []part // ReserveAll: every limit's booking
+}
+
+// part is one limit's booking in a reservation of ReserveAll.
+type part struct {
+	lim       Limit
+	key       string
+	cost      int64
+	tat, rem  int64
+	localWait time.Duration // FailLocal: the limit's own delay
 }
 
 // Delay is DelayFrom the Limiter's clock now.
@@ -73,6 +85,9 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	l := r.l
 	cost := r.cost
 	r.cost = 0 // once
+	if r.parts != nil {
+		return r.cancelParts(ctx)
+	}
 	if r.Degraded {
 		if lf, ok := l.policy.(*localFallback); ok {
 			lf.unreserve(r.key, r.Limit, cost, r.at, l.now())
@@ -86,6 +101,39 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return fmt.Errorf("sluice: cancel %s: %w", r.key, err)
 	}
 	l.denials.forget(r.key)
+	return nil
+}
+
+// cancelParts cancels every limit of a ReserveAll reservation: one
+// gcra_cancel per limit, in one round trip (the keys share a node).
+func (r *Reservation) cancelParts(ctx context.Context) error {
+	l := r.l
+	if r.Degraded {
+		if lf, ok := l.policy.(*localFallback); ok {
+			for _, p := range r.parts {
+				lf.unreserve(p.key, p.lim, p.cost, r.at, l.now())
+			}
+		}
+		return nil
+	}
+	reqs := make([]request, len(r.parts))
+	for i, p := range r.parts {
+		call := scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: p.key}, scripts.GCRACancelArgs{
+			Limit: p.lim.Rate, Period: p.lim.periodMicros(), Cost: p.cost, Tat: p.tat, Rem: p.rem, ActAt: r.actAt, Now: l.nowArg()})
+		reqs[i] = request{kind: callCancel, call: call, decode: decodeCancel, lim: p.lim, key: p.key}
+	}
+	o, err := l.exchange(ctx, l.router.nodeFor(r.parts[0].key), time.Now(), reqs, l.nowArg(), false)
+	if o == outcomeOK {
+		for i := range reqs {
+			if err == nil && reqs[i].err != nil {
+				err = reqs[i].err
+			}
+			l.denials.forget(reqs[i].key)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sluice: cancel %s: %w", r.key, err)
+	}
 	return nil
 }
 
@@ -180,6 +228,126 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 func decodeReserve(r rueidis.RedisResult) (decision, error) {
 	m, err := scripts.GCRAReserve.Decode(r)
 	return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt, resetAfter: m.Tat, limiting: m.Rem}, err
+}
+
+// ReserveAll reserves on several GCRA limits of one identity at once (say
+// 500 requests and 200,000 tokens per minute of an upstream API), all or
+// nothing, in one round trip: the reservation conforms at the first moment
+// every limit admits its check's cost, if that is at most maxWait away, and
+// each limit books its cost at that common moment, so that acting then
+// keeps every limit. The checks give each limit and its cost; their
+// Identity must be empty or identity. At most 16 limits, with distinct
+// names. While Redis is unavailable the failure policy decides as for
+// ReserveN, limit by limit (FailLocal books each on this replica's share
+// and the reservation conforms when the last does).
+func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.Duration, checks ...Check) (*Reservation, error) {
+	if len(checks) == 0 || len(checks) > 16 {
+		return nil, fmt.Errorf("%w: ReserveAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(checks))
+	}
+	res := &Reservation{l: l, parts: make([]part, len(checks)), cost: 1}
+	args := make([]int64, 0, 4*len(checks))
+	keys := make([]string, len(checks))
+	for i, c := range checks {
+		if err := c.Limit.Validate(); err != nil {
+			return nil, err
+		}
+		switch {
+		case c.Limit.Algorithm != AlgGCRA:
+			return nil, fmt.Errorf("%w: %s: only gcra limits can reserve, got %s", ErrInvalidLimit, c.Limit.Name, c.Limit.Algorithm)
+		case c.Identity != "" && c.Identity != identity:
+			return nil, fmt.Errorf("%w: ReserveAll reserves on one identity: check %d is for %q, not %q", ErrInvalidLimit, i, c.Identity, identity)
+		case c.Cost < 1 || c.Cost > MaxCost:
+			return nil, fmt.Errorf("%w: check %d: a reservation's cost must be between 1 and 2^52, got %d", ErrInvalidCost, i, c.Cost)
+		}
+		for _, o := range checks[:i] {
+			if o.Limit.Name == c.Limit.Name {
+				return nil, fmt.Errorf("%w: ReserveAll: limit name %q given twice", ErrInvalidLimit, c.Limit.Name)
+			}
+		}
+		keys[i] = l.Key(identity, c.Limit)
+		res.parts[i] = part{lim: c.Limit, key: keys[i], cost: c.Cost}
+		args = append(args, c.Limit.Rate, c.Limit.periodMicros(), c.Limit.Burst, c.Cost)
+	}
+	res.Limit, res.key = checks[0].Limit, keys[0]
+	maxWait = min(max(maxWait, 0), maxPeriod)
+	call := scripts.GCRAReserveMulti.Call(scripts.GCRAReserveMultiKeys{States: keys}, scripts.GCRAReserveMultiArgs{
+		MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg(), Limits: args})
+	var states string
+	req := request{kind: callReserve, call: call, lim: checks[0].Limit, key: keys[0], keys: keys, cost: 1,
+		decode: func(r rueidis.RedisResult) (decision, error) {
+			m, err := scripts.GCRAReserveMulti.Decode(r)
+			states = m.States
+			return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt}, err
+		}}
+	start := time.Now()
+	n := l.router.nodeFor(keys[0])
+	one := [1]request{req}
+	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
+	req = one[0]
+	if o == outcomeOK {
+		o, err = outcomeOf(req.err)
+	}
+	switch o {
+	case outcomeOK:
+		d := req.d
+		res.OK = d.allowed
+		switch {
+		case d.allowed:
+			res.at, res.actAt = l.now().Add(micros(d.remaining)), d.retryAfter
+			for i, st := range strings.Split(states, ",") {
+				if i < len(res.parts) {
+					t, r, _ := strings.Cut(st, ":")
+					res.parts[i].tat, _ = strconv.ParseInt(t, 10, 64)
+					res.parts[i].rem, _ = strconv.ParseInt(r, 10, 64)
+				}
+			}
+		case d.remaining < 0:
+			res.need = RetryNever
+		default:
+			res.need = micros(d.remaining)
+		}
+	case outcomeCaller:
+		return nil, err
+	case outcomeClosed:
+		return nil, ErrClosed
+	case outcomeRefused:
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, res.Limit.Name, err)
+	case outcomeWrongType:
+		return nil, wrongType(&req, err)
+	case outcomeUnavailable:
+		l.metrics.failure(ctx, res.Limit, err)
+		res.Degraded = true
+		now := l.now()
+		switch p := l.policy.(type) {
+		case failOpen:
+			res.OK, res.at = true, now
+		case *localFallback:
+			res.OK, res.at = true, now
+			for i, pt := range res.parts {
+				ok, wait := p.reserve(pt.key, pt.lim, pt.cost, maxWait, now)
+				if !ok {
+					for _, done := range res.parts[:i] {
+						p.unreserve(done.key, done.lim, done.cost, now.Add(done.localWait), now)
+					}
+					res.OK, res.need = false, wait
+					break
+				}
+				res.parts[i].localWait = wait
+				res.at = maxTime(res.at, now.Add(wait))
+			}
+		default:
+			res.closed, res.need = true, n.breaker.retryAfter()
+		}
+	}
+	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: res.Limit, Degraded: res.Degraded}, start)
+	return res, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Wait is WaitN with a cost of 1.

@@ -392,3 +392,57 @@ func BenchmarkWaitNoWait(b *testing.B) {
 		}
 	})
 }
+
+// TestReserveAll: requests and tokens per second of one upstream, reserved
+// together: the reservation conforms when both admit, both book their cost
+// at that moment, a reservation one limit cannot make in time books neither,
+// and Cancel gives back both.
+func TestReserveAll(t *testing.T) {
+	l, _, _, _ := miniLimiter(t, WithDenialCache(0))
+	ctx := context.Background()
+	requests := Must(GCRA(2, time.Second, 2)).Named("requests") // T = 500ms
+	tokens := Must(GCRA(1000, time.Second, 1000)).Named("tokens")
+	call := func(n int64, maxWait time.Duration) *Reservation {
+		t.Helper()
+		r, err := l.ReserveAll(ctx, "llm", maxWait, Check{Limit: requests, Cost: 1}, Check{Limit: tokens, Cost: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tokensLeft := func() int64 {
+		t.Helper()
+		r, err := l.AllowN(ctx, "llm", tokens, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Remaining
+	}
+	if r := call(600, 0); !r.OK || r.Delay() != 0 {
+		t.Fatalf("first: %+v", r)
+	}
+	// 400 tokens left: 600 more conform in 200ms; the request limit
+	// admits at once (its burst): the common moment is 200ms.
+	r := call(600, time.Second)
+	if !r.OK || r.Delay() != 200*time.Millisecond {
+		t.Fatalf("second: OK %v delay %v, want 200ms", r.OK, r.Delay())
+	}
+	// A third would need 600 more tokens, 800ms away: not made when the
+	// caller waits 100ms, and nothing is booked on either limit.
+	before := tokensLeft()
+	if third := call(600, 100*time.Millisecond); third.OK || tokensLeft() != before {
+		t.Fatalf("a reservation one limit cannot make in time booked something: %+v, tokens %d → %d", third, before, tokensLeft())
+	}
+	if err := r.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tokensLeft(); got != 400 {
+		t.Fatalf("after the cancel %d tokens left, want the 400 of before the second", got)
+	}
+	if again := call(600, time.Second); !again.OK || again.Delay() != 200*time.Millisecond {
+		t.Fatalf("after the cancel: OK %v delay %v, want 200ms again", again.OK, again.Delay())
+	}
+	if _, err := l.ReserveAll(ctx, "llm", 0, Check{Identity: "other", Limit: requests, Cost: 1}); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("another identity: %v", err)
+	}
+}

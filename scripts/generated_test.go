@@ -30,6 +30,7 @@ var builtins = []*luart.Script{
 	&scripts.Refund.Script,
 	&scripts.GCRAReserve.Script,
 	&scripts.GCRACancel.Script,
+	&scripts.GCRAReserveMulti.Script,
 }
 
 // TestBuiltinsListed keeps builtins in step with the .lua files.
