@@ -680,13 +680,20 @@ func (l *Limiter) probe(n *node) {
 		return
 	}
 	if !l.goroutines.start(func() {
-		defer n.probing.Store(false)
 		// No caller waits for the probe, so it may take its time: a
 		// process starved of CPU can need seconds to dial and greet a
 		// restarted node, and a probe cut short would only be sent again.
 		ctx, cancel := context.WithTimeout(l.goroutines.ctx, max(2*l.cfg.silence, 5*time.Second))
-		defer cancel()
-		if err := n.probe(ctx); err != nil {
+		err := n.probe(ctx)
+		cancel()
+		// The probe is over before its answer is told: the breaker may go
+		// half-open again as soon as it hears (a failure opens it, and its
+		// cooldown can pass before this goroutine runs again on a loaded
+		// machine), and the probe that half-open state starts must find
+		// none out, or the breaker would wait half-open for a probe that
+		// never comes.
+		n.probing.Store(false)
+		if err != nil {
 			n.breaker.unanswered()
 			l.router.failed()
 			return
