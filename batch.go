@@ -211,21 +211,10 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 	var gbuf [2]group
 	groups := byNode(reqs, nodes, gbuf[:0])
 	since := len(reqs) > 1 && now == nil // a refund may be needed: ask each node its TIME first
+	l.flyGroups(ctx, start, reqs, groups, now, since)
 	for gi := range groups {
-		g := &groups[gi]
-		g.f, g.o, g.err = l.launch(ctx, g.n, start, reqs[g.lo:g.hi], now, since)
-	}
-	for gi := range groups {
-		g := &groups[gi]
-		if g.o == outcomeOK {
-			g.o, g.err = l.await(ctx, g.f)
-			if g.o == outcomeOK || g.o == outcomeClosed {
-				g.t0 = g.f.t0
-				l.collect(g.f, reqs[g.lo:g.hi])
-			}
-		}
 		if now != nil {
-			g.t0 = *now
+			groups[gi].t0 = *now
 		}
 	}
 
@@ -385,6 +374,26 @@ func byNode(reqs []request, nodes []*node, groups []group) []group {
 	return groups
 }
 
+// flyGroups sends each group's requests in a flight of its own, all of them
+// before waiting for any (the nodes answer in parallel), and then waits for
+// each; a group that landed has its replies in reqs and its TIME in t0.
+func (l *Limiter) flyGroups(ctx context.Context, start time.Time, reqs []request, groups []group, now *int64, since bool) {
+	for gi := range groups {
+		g := &groups[gi]
+		g.f, g.o, g.err = l.launch(ctx, g.n, start, reqs[g.lo:g.hi], now, since)
+	}
+	for gi := range groups {
+		g := &groups[gi]
+		if g.o != outcomeOK {
+			continue
+		}
+		if g.o, g.err = l.await(ctx, g.f); g.o == outcomeOK || g.o == outcomeClosed {
+			g.t0 = g.f.t0
+			l.collect(g.f, reqs[g.lo:g.hi])
+		}
+	}
+}
+
 // record counts the decisions of the checks in asked.
 func (l *Limiter) record(ctx context.Context, d *Decision, asked uint64, start time.Time) {
 	if l.metrics == nil {
@@ -459,17 +468,9 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 	var gbuf [2]group
 	start := time.Now()
 	gs := byNode(out, nodes, gbuf[:0])
+	l.flyGroups(ctx, start, out, gs, now, false)
 	for gi := range gs {
 		g := &gs[gi]
-		g.f, g.o, g.err = l.launch(ctx, g.n, start, out[g.lo:g.hi], now, false)
-	}
-	for gi := range gs {
-		g := &gs[gi]
-		if g.o == outcomeOK {
-			if g.o, g.err = l.await(ctx, g.f); g.o == outcomeOK || g.o == outcomeClosed {
-				l.collect(g.f, out[g.lo:g.hi])
-			}
-		}
 		if g.o != outcomeOK {
 			for i := g.lo; i < g.hi; i++ {
 				if g.o == outcomeCaller {

@@ -172,11 +172,33 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	call := scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
 		Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg()})
 	req := request{kind: callReserve, call: call, decode: decodeReserve, lim: lim, key: k, cost: cost}
+	err := l.reserve(ctx, &req, res, func(d decision) {
+		res.tat, res.rem = d.resetAfter, d.limiting
+	}, func(p *localFallback, now time.Time) {
+		var delay time.Duration
+		res.OK, delay = p.reserve(k, lim, cost, maxWait, now)
+		res.at = now.Add(delay)
+		if !res.OK {
+			res.need = delay
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reserve sends a reservation's request (one script call) and fills res
+// from Redis's answer: OK, when it conforms, or the wait it would need,
+// and through booked what the script wrote. When Redis cannot answer the
+// failure policy decides: FailOpen at once, FailLocal by local, FailClosed
+// nothing.
+func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, booked func(decision), local func(*localFallback, time.Time)) error {
 	start := time.Now()
-	n := l.router.nodeFor(k)
-	one := [1]request{req}
+	n := l.router.nodeFor(req.key)
+	one := [1]request{*req}
 	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
-	req = one[0]
+	*req = one[0]
 	if o == outcomeOK {
 		o, err = outcomeOf(req.err)
 	}
@@ -184,42 +206,38 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	case outcomeOK:
 		d := req.d
 		res.OK = d.allowed
-		if d.allowed {
-			res.at = l.now().Add(micros(d.remaining))
-			res.tat, res.rem, res.actAt = d.resetAfter, d.limiting, d.retryAfter
-		} else if d.remaining < 0 {
+		switch {
+		case d.allowed:
+			res.at, res.actAt = l.now().Add(micros(d.remaining)), d.retryAfter
+			booked(d)
+		case d.remaining < 0:
 			res.need = RetryNever
-		} else {
+		default:
 			res.need = micros(d.remaining)
 		}
 	case outcomeCaller:
-		return nil, err
+		return err
 	case outcomeClosed:
-		return nil, ErrClosed
+		return ErrClosed
 	case outcomeRefused:
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, lim.Name, err)
+		return fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
 	case outcomeWrongType:
-		return nil, wrongType(&req, err)
+		return wrongType(req, err)
 	case outcomeUnavailable:
-		l.metrics.failure(ctx, lim, err)
+		l.metrics.failure(ctx, req.lim, err)
 		res.Degraded = true
 		now := l.now()
 		switch p := l.policy.(type) {
 		case failOpen:
 			res.OK, res.at = true, now
 		case *localFallback:
-			var delay time.Duration
-			res.OK, delay = p.reserve(k, lim, cost, maxWait, now)
-			res.at = now.Add(delay)
-			if !res.OK {
-				res.need = delay
-			}
+			local(p, now)
 		default:
 			res.closed, res.need = true, n.breaker.retryAfter()
 		}
 	}
-	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: lim, Degraded: res.Degraded}, start)
-	return res, nil
+	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: req.lim, Degraded: res.Degraded}, start)
+	return nil
 }
 
 // decodeReserve reads gcra_reserve's reply into a decision: allowed is ok,
@@ -279,67 +297,32 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.
 			states = m.States
 			return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt}, err
 		}}
-	start := time.Now()
-	n := l.router.nodeFor(keys[0])
-	one := [1]request{req}
-	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
-	req = one[0]
-	if o == outcomeOK {
-		o, err = outcomeOf(req.err)
-	}
-	switch o {
-	case outcomeOK:
-		d := req.d
-		res.OK = d.allowed
-		switch {
-		case d.allowed:
-			res.at, res.actAt = l.now().Add(micros(d.remaining)), d.retryAfter
-			for i, st := range strings.Split(states, ",") {
-				if i < len(res.parts) {
-					t, r, _ := strings.Cut(st, ":")
-					res.parts[i].tat, _ = strconv.ParseInt(t, 10, 64)
-					res.parts[i].rem, _ = strconv.ParseInt(r, 10, 64)
-				}
+	err := l.reserve(ctx, &req, res, func(decision) {
+		for i, st := range strings.Split(states, ",") {
+			if i < len(res.parts) {
+				t, r, _ := strings.Cut(st, ":")
+				res.parts[i].tat, _ = strconv.ParseInt(t, 10, 64)
+				res.parts[i].rem, _ = strconv.ParseInt(r, 10, 64)
 			}
-		case d.remaining < 0:
-			res.need = RetryNever
-		default:
-			res.need = micros(d.remaining)
 		}
-	case outcomeCaller:
+	}, func(p *localFallback, now time.Time) {
+		res.OK, res.at = true, now
+		for i, pt := range res.parts {
+			ok, wait := p.reserve(pt.key, pt.lim, pt.cost, maxWait, now)
+			if !ok {
+				for _, done := range res.parts[:i] {
+					p.unreserve(done.key, done.lim, done.cost, now.Add(done.localWait), now)
+				}
+				res.OK, res.need = false, wait
+				return
+			}
+			res.parts[i].localWait = wait
+			res.at = maxTime(res.at, now.Add(wait))
+		}
+	})
+	if err != nil {
 		return nil, err
-	case outcomeClosed:
-		return nil, ErrClosed
-	case outcomeRefused:
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, res.Limit.Name, err)
-	case outcomeWrongType:
-		return nil, wrongType(&req, err)
-	case outcomeUnavailable:
-		l.metrics.failure(ctx, res.Limit, err)
-		res.Degraded = true
-		now := l.now()
-		switch p := l.policy.(type) {
-		case failOpen:
-			res.OK, res.at = true, now
-		case *localFallback:
-			res.OK, res.at = true, now
-			for i, pt := range res.parts {
-				ok, wait := p.reserve(pt.key, pt.lim, pt.cost, maxWait, now)
-				if !ok {
-					for _, done := range res.parts[:i] {
-						p.unreserve(done.key, done.lim, done.cost, now.Add(done.localWait), now)
-					}
-					res.OK, res.need = false, wait
-					break
-				}
-				res.parts[i].localWait = wait
-				res.at = maxTime(res.at, now.Add(wait))
-			}
-		default:
-			res.closed, res.need = true, n.breaker.retryAfter()
-		}
 	}
-	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: res.Limit, Degraded: res.Degraded}, start)
 	return res, nil
 }
 
