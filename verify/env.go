@@ -248,6 +248,29 @@ func (e *RedisEnv) ok(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// Server asks the server what it is (HELLO: its name and version; INFO's
+// redis_version cannot tell, Valkey reports 7.2.4 there) and returns the
+// Server a Sandbox answers as to match it.
+func (e *RedisEnv) Server(ctx context.Context) (Server, error) {
+	r, err := e.conn.do(ctx, "HELLO", "2")
+	if err != nil {
+		return "", err
+	}
+	if r.Kind != KindArray {
+		return "", fmt.Errorf("verify: HELLO on %s: %s", e.addr, r)
+	}
+	var name, version string
+	for i := 0; i+1 < len(r.Elems); i += 2 {
+		switch r.Elems[i].Str {
+		case "server":
+			name = r.Elems[i+1].Str
+		case "version":
+			version = r.Elems[i+1].Str
+		}
+	}
+	return ServerOf(name, version), nil
+}
+
 // Name implements Env.
 func (e *RedisEnv) Name() string { return "redis " + e.addr }
 

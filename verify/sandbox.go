@@ -25,7 +25,8 @@ import (
 // KEYS and ARGV, redis.call and redis.pcall, redis.error_reply,
 // redis.status_reply, redis.sha1hex, redis.log, cjson and bit; reading an
 // undefined global or writing any global is an error; numbers passed to
-// redis.call are formatted with %.17g; replies are converted as Redis
+// redis.call are formatted as the Sandbox's Server does (Redis 7.0: %.17g);
+// replies are converted as Redis
 // converts them (Lua numbers truncated to integers, false to nil, true to
 // 1, {err=...} and {ok=...} tables to errors and statuses, arrays cut at the
 // first nil).
@@ -48,6 +49,10 @@ type Sandbox struct {
 	// It is wall-clock time, generous so that a slow machine (a loaded CI
 	// runner, the race detector) does not stop a script that would end.
 	Timeout time.Duration
+	// Server is the server whose differences the sandbox follows (number
+	// formatting, error texts); default Redis70. Set it before the first
+	// run.
+	Server Server
 
 	mu     sync.Mutex
 	m      *miniredis.Miniredis
@@ -682,11 +687,6 @@ func formatG(f float64, prec int) string {
 	return strconv.FormatFloat(f, 'g', prec, 64)
 }
 
-// formatNumber formats a Lua number the way Redis 7 does when a script
-// passes it to redis.call: %.17g, so integers have no decimal point and
-// 0.1 becomes 0.10000000000000001.
-func formatNumber(f float64) string { return formatG(f, 17) }
-
 // toInteger converts a Lua number the way Redis does when a script returns
 // it: truncated toward zero, with NaN and out-of-range values becoming the
 // smallest int64.
@@ -731,14 +731,14 @@ func (rs *runState) redisLib() *lua.LTable {
 		},
 		"log": func(L *lua.LState) int {
 			if L.GetTop() < 2 {
-				rs.raise("ERR redis.log() requires two arguments or more.")
+				rs.raise(rs.sb.Server.text(textLogArgs))
 			}
 			level, ok := L.Get(1).(lua.LNumber)
 			if !ok {
 				rs.raise("ERR First argument must be a number (log level).")
 			}
 			if level < 0 || level > 3 {
-				rs.raise("ERR Invalid debug level.")
+				rs.raise(rs.sb.Server.text(textLogLevel))
 			}
 			parts := make([]string, 0, L.GetTop()-1)
 			for i := 2; i <= L.GetTop(); i++ {
@@ -826,7 +826,7 @@ func (rs *runState) call(L *lua.LState, protected bool) int {
 	}
 	n := L.GetTop()
 	if n == 0 {
-		return fail("ERR Please specify at least one argument for this redis lib call")
+		return fail(rs.sb.Server.text(textNoArgs))
 	}
 	args := make([]string, n)
 	for i := 1; i <= n; i++ {
@@ -834,9 +834,9 @@ func (rs *runState) call(L *lua.LState, protected bool) int {
 		case lua.LString:
 			args[i-1] = string(v)
 		case lua.LNumber:
-			args[i-1] = formatNumber(float64(v))
+			args[i-1] = rs.sb.Server.formatNumber(float64(v))
 		default:
-			return fail("ERR Lua redis lib command arguments must be strings or integers")
+			return fail(rs.sb.Server.text(textBadArg))
 		}
 	}
 	c := Call{Line: rs.line(), Args: args, Protected: protected}
@@ -851,7 +851,7 @@ func (rs *runState) call(L *lua.LState, protected bool) int {
 			r = Err(fmt.Sprintf("ERR the sandbox store failed on %s: %v", args[0], err))
 		}
 		if r.Kind == KindError && strings.HasPrefix(r.Str, "ERR unknown command") {
-			r = Err("ERR Unknown Redis command called from script")
+			r = Err(rs.sb.Server.text(textUnknownCommand))
 		}
 		reply = r
 	}

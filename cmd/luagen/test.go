@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-go/sluice/verify"
 )
 
-const testUsage = `usage: luagen test [-redis ADDR] [-v] DIR|FILE|DIR/... ...
+const testUsage = `usage: luagen test [-redis ADDR] [-server NAME] [-v] DIR|FILE|DIR/... ...
 
 Runs the step file NAME.steps.txtar beside each NAME.lua on the sandbox and
 on miniredis, and with -redis on a real Redis too, checking each step's
@@ -20,6 +20,12 @@ reply, TTLs and expectations, and that the environments agree after every
 step (replies, keys, values, TTLs). The Redis database used must be empty; it
 is emptied again after each file. Results go to stdout, one line per script,
 with the failures of a failing script below its line.
+
+The sandbox answers as the server you run: with -redis, the one it finds
+there (asked with HELLO); otherwise -server, Redis 7.0 by default. Servers
+store a Lua number passed to redis.call differently (0.1 is
+"0.10000000000000001" on 7.0, "0.1" on 7.2, 7.4, 8 and Valkey) and word
+some errors differently.
 
 Exit status: 0 all passed, 1 a step failed or a step file has errors, 2
 misuse (including a -redis server that cannot be reached or whose database
@@ -35,6 +41,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	redisAddr := fl.String("redis", "", "also run on the Redis at `ADDR` (host:port or redis://[[user]:password@]host:port[/db]); its database must be empty")
 	verbose := fl.Bool("v", false, "print every step")
+	serverName := fl.String("server", "", "the server the sandbox answers as where servers differ (how a Lua number passed to redis.call is stored, some error texts): redis7.0, redis7.2, redis7.4 (and 8) or valkey8; default: the -redis server's own (asked with HELLO), else redis7.0")
 	fl.Usage = func() {
 		fmt.Fprint(stderr, testUsage)
 		fl.PrintDefaults()
@@ -70,6 +77,12 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}
 	defer mini.Close()
 	envs := []verify.Env{sb, mini}
+	if *serverName != "" {
+		if sb.Server, err = verify.ParseServer(*serverName); err != nil {
+			fmt.Fprintf(stderr, "luagen test: -server: %s\n", trimPkg(err))
+			return 2
+		}
+	}
 	if *redisAddr != "" {
 		real, err := verify.DialRedis(ctx, *redisAddr)
 		if err != nil {
@@ -78,6 +91,12 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		}
 		defer real.Close()
 		envs = append(envs, real)
+		if *serverName == "" {
+			if sb.Server, err = real.Server(ctx); err != nil {
+				fmt.Fprintf(stderr, "luagen test: -redis: %s\n", trimPkg(err))
+				return 2
+			}
+		}
 	}
 	status := 0
 	for _, p := range paths {
