@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +215,13 @@ func TestRehearsal(t *testing.T) {
 		// vendor directory is consulted. -modcacherw: the scratch module
 		// cache can be removed afterwards.
 		"GOFLAGS=-mod=mod -modcacherw",
-		"GOMODCACHE="+moduleCache(t, goBin),
+		"GOMODCACHE="+moduleCache(t),
+		// A build cache of its own: the trial version is the same from one
+		// run to the next while its content changes, and the go command,
+		// which takes a module version's content to be immutable, would
+		// build the tool from the packages it compiled for an earlier
+		// content of the same version (a file added since is then missing).
+		"GOCACHE="+filepath.Join(t.TempDir(), "gocache"),
 		"GOPROXY="+goproxy,
 		// The trial versions have no checksum anywhere; the rest is read
 		// from this machine's module cache or the public proxy.
@@ -316,37 +321,11 @@ func checkGoMod(t *testing.T, name string) {
 }
 
 // moduleCache returns an empty module cache for the scratch module, removed
-// when the test ends. It is at the same path from one run to the next when
-// it can be: a package built outside -trimpath (as go tool builds luagen)
-// is cached under its directory, so a fixed path lets the build cache
-// serve the third-party packages again, where a new path each run would
-// compile them all anew (half a minute). A second run at the same time
-// gets a directory of its own instead.
-func moduleCache(t *testing.T, goBin string) string {
+// with the test's temporary directory (-modcacherw keeps it writable), so
+// that no trial version of sluice lands in this machine's own.
+func moduleCache(t *testing.T) string {
 	t.Helper()
-	fixed := filepath.Join(os.TempDir(), "sluice-release-modcache-"+strconv.Itoa(os.Getuid()))
-	lock := fixed + ".lock"
-	if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) > 30*time.Minute {
-		os.Remove(lock) // left by a run that was killed
-	}
-	if err := os.Mkdir(lock, 0o700); err != nil {
-		t.Logf("module cache %s is taken (%v); this run uses one of its own", fixed, err)
-		return filepath.Join(t.TempDir(), "modcache")
-	}
-	clean := func() {
-		cmd := exec.Command(goBin, "clean", "-modcache")
-		cmd.Dir = os.TempDir()
-		cmd.Env = append(os.Environ(), "GOMODCACHE="+fixed, "GOWORK=off", "GOFLAGS=-modcacherw", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("go clean -modcache with GOMODCACHE=%s: %v\n%s", fixed, err, out)
-		}
-	}
-	clean() // what a killed run left
-	t.Cleanup(func() {
-		clean()
-		os.Remove(lock)
-	})
-	return fixed
+	return filepath.Join(t.TempDir(), "modcache")
 }
 
 // writeProxy writes a file-system module proxy (GOPROXY=file://dir) that
