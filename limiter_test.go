@@ -558,3 +558,14 @@ func TestOneEvalshaPerDecision(t *testing.T) {
 		}
 	}
 }
+
+func TestCeilMicros(t *testing.T) {
+	for _, c := range []struct{ in, want time.Duration }{
+		{0, 0}, {1, time.Microsecond}, {1200 * time.Nanosecond, 2 * time.Microsecond}, {time.Microsecond, time.Microsecond},
+		{-300 * time.Nanosecond, 0}, {-1300 * time.Nanosecond, -time.Microsecond}, {-time.Microsecond, -time.Microsecond},
+	} {
+		if got := ceilMicros(c.in); got != c.want {
+			t.Errorf("ceilMicros(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

@@ -48,10 +48,14 @@ func (d decision) result(lim Limit) Result {
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// ceilMicros rounds d up to a whole number of microseconds.
+// ceilMicros rounds d up (toward +∞) to a whole number of microseconds:
+// 1.2µs is 2µs, -0.3µs is 0.
 func ceilMicros(d time.Duration) time.Duration {
-	if r := d % time.Microsecond; r != 0 {
+	switch r := d % time.Microsecond; {
+	case r > 0:
 		d += time.Microsecond - r
+	case r < 0:
+		d -= r
 	}
 	return d
 }

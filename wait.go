@@ -69,7 +69,11 @@ func (r *Reservation) DelayFrom(t time.Time) time.Duration {
 	if !r.OK {
 		return r.need
 	}
-	return max(ceilMicros(r.at.Sub(t)), 0)
+	d := r.at.Sub(t)
+	if d <= 0 {
+		return 0
+	}
+	return ceilMicros(d)
 }
 
 // Cancel gives back what the reservation has not used, as far as it still
