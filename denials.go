@@ -6,17 +6,20 @@ import (
 	"time"
 )
 
-// denialCache answers, without a round trip, a request of cost 1 (Allow,
-// or Peek) from an identity that Redis denied a cost of 1 a moment ago:
-// until that denial's RetryAfter has passed, the limit cannot admit a cost
-// of 1 (a denied request changes nothing, and a limit only admits more as
-// time passes), so the answer is a denial with Remaining 0, the
-// RetryAfter left and the ResetAfter left; a report (cost 0) meanwhile is
-// allowed with Remaining 0. It is how a limiter survives a hot abusive
-// identity, also behind several policies (httplimit reports each with cost
-// 0 first). Only single-limit denials of cost 1 are cached, and only costs
-// 0 and 1 answered; other costs and AllowAll always ask Redis. Another
-// replica's Reset is not seen until the cached denial runs out.
+// denialCache answers, without a round trip, a check of cost 1 (Allow,
+// Peek, a batch's check) from an identity that Redis denied a cost of 1 a
+// moment ago: until that denial's RetryAfter has passed, the limit cannot
+// admit a cost of 1 (a denied request changes nothing, and a limit only
+// admits more as time passes), so the answer is a denial with Remaining 0,
+// the RetryAfter left and the ResetAfter left; a report (cost 0) meanwhile
+// is allowed with Remaining 0. It is how a limiter survives a hot abusive
+// identity, also behind several policies: an enforced check it denies
+// denies the whole batch with no round trip. Only single-limit denials of
+// cost 1 are cached, and only costs 0 and 1 answered; other costs and
+// AllowAll always ask Redis. A refund (a denied batch giving back its
+// charges) drops this Limiter's entries of the keys it refunds; another
+// replica's Reset or refund is not seen until the cached denial runs out
+// (it can only deny longer, never admit more).
 type denialCache struct {
 	seed   maphash.Seed
 	shards [denialShards]denialShard
