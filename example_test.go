@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -271,6 +273,53 @@ func ExampleLimiter_Wait() {
 	// Output:
 	// first call: at once
 	// second call: true true
+}
+
+func ExampleLimiter_Wait_workers() {
+	// A fleet of workers calls a third party that allows 20 calls per
+	// second, bursts of 5, to all of them together. Here they are 8
+	// goroutines on one Limiter; in production they are processes on as
+	// many machines, sharing nothing but the Redis.
+	m, err := miniredis.Run() // a real clock: the Limiter uses Redis TIME
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	limiter, err := sluice.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	upstream := sluice.Must(sluice.GCRA(20, time.Second, 5))
+	callUpstream := func() {} // the third party's API
+	var calls atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 4; i++ {
+				if _, err := limiter.Wait(context.Background(), "upstream-api", upstream); err != nil {
+					panic(err)
+				}
+				callUpstream()
+				calls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	// 32 calls at 20/s after a burst of 5: the last one no sooner than
+	// (32-5)/20 s after the first.
+	fmt.Println(calls.Load(), "calls; the last after at least 1.35s:", time.Since(start) >= 1350*time.Millisecond)
+	// Output:
+	// 32 calls; the last after at least 1.35s: true
 }
 
 func ExampleLimiter_Peek() {
