@@ -212,9 +212,9 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 	groups := byNode(reqs, nodes, gbuf[:0])
 	since := len(reqs) > 1 && now == nil // a refund may be needed: ask each node its TIME first
 	l.flyGroups(ctx, start, reqs, groups, now, since)
-	for gi := range groups {
-		if now != nil {
-			groups[gi].t0 = *now
+	if now != nil {
+		for gi := range groups {
+			groups[gi].t0 = *now // the client clock the scripts used is the refunds' bound
 		}
 	}
 
@@ -250,11 +250,8 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 			o, err := outcomeOf(req.err)
 			switch o {
 			case outcomeOK:
-			case outcomeRefused:
-				failed = cmpErr(failed, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err))
-				continue
-			case outcomeWrongType:
-				failed = cmpErr(failed, wrongType(req, err))
+			case outcomeRefused, outcomeWrongType:
+				failed = cmpErr(failed, outcomeError(o, req, err))
 				continue
 			default:
 				continue // the failure policy decides it, below
@@ -504,8 +501,11 @@ func resetAfterRefund(reset time.Duration, lim Limit, cost, remaining int64) tim
 	case remaining >= capacity(lim):
 		return 0
 	case lim.Algorithm == AlgGCRA || lim.Algorithm == AlgTokenBucket:
-		// The emission of cost, rounded down to whole µs.
-		emission := time.Duration(cost*lim.periodMicros()/lim.Rate) * time.Microsecond
+		// The emission of cost, rounded down to whole µs; in lowest terms
+		// cost × period stays below 2^52 (Validate), where the raw
+		// product could overflow.
+		g := gcd(lim.Rate, lim.periodMicros())
+		emission := time.Duration(cost*(lim.periodMicros()/g)/(lim.Rate/g)) * time.Microsecond
 		return max(reset-emission, 0)
 	}
 	return reset

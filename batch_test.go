@@ -458,3 +458,25 @@ func TestDecideDegraded(t *testing.T) {
 		})
 	}
 }
+
+// TestResetAfterRefund: a refunded charge's ResetAfter is 0 when the quota
+// is whole again, its emission less for gcra (computed in lowest terms,
+// where cost × period in µs would overflow), and kept otherwise.
+func TestResetAfterRefund(t *testing.T) {
+	huge := Must(GCRA(1<<40, (1<<40)*time.Microsecond, 1<<40)) // T = 1µs: cost × period is 2^80
+	hour := 2 * (1 << 40) * time.Microsecond
+	if got := resetAfterRefund(hour, huge, 1<<40, 0); got != hour-(1<<40)*time.Microsecond {
+		t.Errorf("huge gcra: %v, want %v", got, hour-(1<<40)*time.Microsecond)
+	}
+	gcra := Must(GCRA(3, time.Second, 5)) // T = 333333.3µs
+	if got := resetAfterRefund(time.Second, gcra, 1, 3); got != time.Second-333333*time.Microsecond {
+		t.Errorf("gcra: %v", got)
+	}
+	if got := resetAfterRefund(time.Second, gcra, 1, 5); got != 0 {
+		t.Errorf("whole again: %v, want 0", got)
+	}
+	fw := Must(FixedWindow(3, time.Second))
+	if got := resetAfterRefund(700*time.Millisecond, fw, 1, 2); got != 700*time.Millisecond {
+		t.Errorf("fixed window: %v, want the charge's 700ms", got)
+	}
+}

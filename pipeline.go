@@ -143,14 +143,8 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 			bind = req.multi[p-1]
 		}
 		res = req.d.result(bind)
-	case outcomeCaller:
-		return Result{}, err
-	case outcomeClosed:
-		return Result{}, ErrClosed
-	case outcomeRefused:
-		return Result{}, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
-	case outcomeWrongType:
-		return Result{}, wrongType(req, err)
+	case outcomeCaller, outcomeClosed, outcomeRefused, outcomeWrongType:
+		return Result{}, outcomeError(o, req, err)
 	case outcomeUnavailable:
 		l.metrics.failure(ctx, req.lim, err)
 		if req.bypass() {
@@ -162,6 +156,23 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 		l.metrics.decision(ctx, res, start)
 	}
 	return res, nil
+}
+
+// outcomeError is the error a caller gets for a request that ended in o:
+// its own context's, ErrClosed, an ErrInvalidLimit for a refused script,
+// an ErrWrongType; nil for the outcomes that have a decision.
+func outcomeError(o outcome, req *request, err error) error {
+	switch o {
+	case outcomeCaller:
+		return err
+	case outcomeClosed:
+		return ErrClosed
+	case outcomeRefused:
+		return fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
+	case outcomeWrongType:
+		return wrongType(req, err)
+	}
+	return nil
 }
 
 func wrongType(req *request, err error) error {

@@ -219,14 +219,8 @@ func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, b
 		default:
 			res.need = micros(d.remaining)
 		}
-	case outcomeCaller:
-		return err
-	case outcomeClosed:
-		return ErrClosed
-	case outcomeRefused:
-		return fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.lim.Name, err)
-	case outcomeWrongType:
-		return wrongType(req, err)
+	case outcomeCaller, outcomeClosed, outcomeRefused, outcomeWrongType:
+		return outcomeError(o, req, err)
 	case outcomeUnavailable:
 		l.metrics.failure(ctx, req.lim, err)
 		res.Degraded = true
