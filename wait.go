@@ -83,24 +83,50 @@ func (r *Reservation) DelayFrom(t time.Time) time.Duration {
 // reservation not made, or twice, does nothing. Like Release it is never
 // refused by the circuit breaker and goes on after ctx ends.
 func (r *Reservation) Cancel(ctx context.Context) error {
+	return r.cancel(ctx, nil)
+}
+
+// CancelAt is Cancel as of t, on the Limiter's clock (the one Delay
+// measures from), for a caller that gave the reservation up at t and
+// cancels later: it gives back nothing if the reservation conforms by t,
+// and otherwise what it would have given back at t. On Redis TIME, t is
+// carried to Redis's clock by the offset the reservation was booked with.
+func (r *Reservation) CancelAt(ctx context.Context, t time.Time) error {
+	return r.cancel(ctx, &t)
+}
+
+func (r *Reservation) cancel(ctx context.Context, at *time.Time) error {
 	if r == nil || !r.OK || r.l == nil || r.cost == 0 {
 		return nil
 	}
 	l := r.l
 	cost := r.cost
 	r.cost = 0 // once
+	now, nowArg := l.now(), l.nowArg()
+	if at != nil {
+		// The script's clock ran actAt when the Limiter's ran r.at.
+		us := at.UnixMicro() + r.actAt - r.at.UnixMicro()
+		now, nowArg = *at, &us
+	}
 	if r.parts != nil {
-		return r.cancelParts(ctx)
+		return r.cancelParts(ctx, now, nowArg)
 	}
 	if r.Degraded {
 		if lf, ok := l.policy.(*localFallback); ok {
-			lf.unreserve(r.key, r.Limit, cost, r.at, l.now())
+			lf.unreserve(r.key, r.Limit, cost, r.at, now)
 		}
 		return nil
 	}
-	call := scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: r.key}, scripts.GCRACancelArgs{
-		Limit: r.Limit.Rate, Period: r.Limit.periodMicros(), Cost: cost, Tat: r.tat, Rem: r.rem, ActAt: r.actAt, Now: l.nowArg()})
-	req := request{kind: callCancel, call: call, decode: decodeCancel, lim: r.Limit, key: r.key}
+	req := request{kind: callCancel, lim: r.Limit, key: r.key}
+	if r.Limit.Algorithm == AlgTokenBucket {
+		req.call = scripts.TokenBucketCancel.Call(scripts.TokenBucketCancelKeys{State: r.key}, scripts.TokenBucketCancelArgs{
+			Limit: r.Limit.Rate, Period: r.Limit.periodMicros(), Burst: r.Limit.Burst, Cost: cost, Tat: r.tat, Rem: r.rem, ActAt: r.actAt, Now: nowArg})
+		req.decode = decodeBucketCancel
+	} else {
+		req.call = scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: r.key}, scripts.GCRACancelArgs{
+			Limit: r.Limit.Rate, Period: r.Limit.periodMicros(), Cost: cost, Tat: r.tat, Rem: r.rem, ActAt: r.actAt, Now: nowArg})
+		req.decode = decodeCancel
+	}
 	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: cancel %s: %w", r.key, err)
 	}
@@ -110,12 +136,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 
 // cancelParts cancels every limit of a ReserveAll reservation: one
 // gcra_cancel per limit, in one round trip (the keys share a node).
-func (r *Reservation) cancelParts(ctx context.Context) error {
+func (r *Reservation) cancelParts(ctx context.Context, now time.Time, nowArg *int64) error {
 	l := r.l
 	if r.Degraded {
 		if lf, ok := l.policy.(*localFallback); ok {
 			for _, p := range r.parts {
-				lf.unreserve(p.key, p.lim, p.cost, r.at, l.now())
+				lf.unreserve(p.key, p.lim, p.cost, r.at, now)
 			}
 		}
 		return nil
@@ -123,10 +149,10 @@ func (r *Reservation) cancelParts(ctx context.Context) error {
 	reqs := make([]request, len(r.parts))
 	for i, p := range r.parts {
 		call := scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: p.key}, scripts.GCRACancelArgs{
-			Limit: p.lim.Rate, Period: p.lim.periodMicros(), Cost: p.cost, Tat: p.tat, Rem: p.rem, ActAt: r.actAt, Now: l.nowArg()})
+			Limit: p.lim.Rate, Period: p.lim.periodMicros(), Cost: p.cost, Tat: p.tat, Rem: p.rem, ActAt: r.actAt, Now: nowArg})
 		reqs[i] = request{kind: callCancel, call: call, decode: decodeCancel, lim: p.lim, key: p.key}
 	}
-	o, err := l.exchange(ctx, l.router.nodeFor(r.parts[0].key), time.Now(), reqs, l.nowArg(), false)
+	o, err := l.exchange(ctx, l.router.nodeFor(r.parts[0].key), time.Now(), reqs, nowArg, false)
 	if o == outcomeOK {
 		for i := range reqs {
 			if err == nil && reqs[i].err != nil {
@@ -146,6 +172,11 @@ func decodeCancel(r rueidis.RedisResult) (decision, error) {
 	return decision{}, err
 }
 
+func decodeBucketCancel(r rueidis.RedisResult) (decision, error) {
+	_, err := scripts.TokenBucketCancel.Decode(r)
+	return decision{}, err
+}
+
 // Reserve is ReserveN with a cost of 1.
 func (l *Limiter) Reserve(ctx context.Context, identity string, lim Limit, maxWait time.Duration) (*Reservation, error) {
 	return l.ReserveN(ctx, identity, lim, 1, maxWait)
@@ -158,14 +189,15 @@ func (l *Limiter) Reserve(ctx context.Context, identity string, lim Limit, maxWa
 // reserving on one identity together keeps to its rate exactly, each
 // served in the order of its reservation. A reservation that would need
 // longer than maxWait is not made and charges nothing (OK false; Delay is
-// the wait it would need). lim must be a GCRA limit (see docs/limiter.md
-// for why the others cannot reserve); its state is the one Allow uses.
+// the wait it would need). lim must be a GCRA or token-bucket limit (see
+// docs/limiter.md for why the others cannot reserve); its state is the
+// one Allow uses.
 func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost int64, maxWait time.Duration) (*Reservation, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
-	if lim.Algorithm != AlgGCRA {
-		return nil, fmt.Errorf("%w: %s: only gcra limits can reserve, got %s", ErrInvalidLimit, lim.Name, lim.Algorithm)
+	if lim.Algorithm != AlgGCRA && lim.Algorithm != AlgTokenBucket {
+		return nil, fmt.Errorf("%w: %s: only gcra and token_bucket limits can reserve, got %s", ErrInvalidLimit, lim.Name, lim.Algorithm)
 	}
 	if cost < 1 || cost > MaxCost {
 		return nil, fmt.Errorf("%w: a reservation's cost must be between 1 and 2^52, got %d", ErrInvalidCost, cost)
@@ -173,9 +205,17 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	maxWait = min(max(maxWait, 0), maxPeriod)
 	k := l.Key(identity, lim)
 	res := &Reservation{Limit: lim, l: l, key: k, cost: cost}
-	call := scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
-		Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg()})
-	req := request{kind: callReserve, call: call, decode: decodeReserve, lim: lim, key: k, cost: cost}
+	wait := int64(maxWait / time.Microsecond)
+	req := request{kind: callReserve, lim: lim, key: k, cost: cost}
+	if lim.Algorithm == AlgTokenBucket {
+		req.call = scripts.TokenBucketReserve.Call(scripts.TokenBucketReserveKeys{State: k}, scripts.TokenBucketReserveArgs{
+			Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: wait, Now: l.nowArg()})
+		req.decode = decodeBucketReserve
+	} else {
+		req.call = scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
+			Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: wait, Now: l.nowArg()})
+		req.decode = decodeReserve
+	}
 	err := l.reserve(ctx, &req, res, func(d decision) {
 		res.tat, res.rem = d.resetAfter, d.limiting
 	}, func(p *localFallback, now time.Time) {
@@ -246,6 +286,13 @@ func decodeReserve(r rueidis.RedisResult) (decision, error) {
 	return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt, resetAfter: m.Tat, limiting: m.Rem}, err
 }
 
+// decodeBucketReserve reads token_bucket_reserve's reply, of the same
+// shape as gcra_reserve's.
+func decodeBucketReserve(r rueidis.RedisResult) (decision, error) {
+	m, err := scripts.TokenBucketReserve.Decode(r)
+	return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt, resetAfter: m.Tat, limiting: m.Rem}, err
+}
+
 // ReserveAll reserves on several GCRA limits of one identity at once (say
 // 500 requests and 200,000 tokens per minute of an upstream API), all or
 // nothing, in one round trip: the reservation conforms at the first moment
@@ -269,7 +316,7 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.
 		}
 		switch {
 		case c.Limit.Algorithm != AlgGCRA:
-			return nil, fmt.Errorf("%w: %s: only gcra limits can reserve, got %s", ErrInvalidLimit, c.Limit.Name, c.Limit.Algorithm)
+			return nil, fmt.Errorf("%w: %s: ReserveAll takes gcra limits only, got %s", ErrInvalidLimit, c.Limit.Name, c.Limit.Algorithm)
 		case c.Identity != "" && c.Identity != identity:
 			return nil, fmt.Errorf("%w: ReserveAll reserves on one identity: check %d is for %q, not %q", ErrInvalidLimit, i, c.Identity, identity)
 		case c.Cost < 1 || c.Cost > MaxCost:

@@ -1,15 +1,22 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
@@ -61,8 +68,15 @@ func (m *reserveModel) cancel(now int64, r modelRes) {
 // gives back exactly what no later reservation holds, and Allow shares the
 // one state.
 func TestReserveMatchesModel(t *testing.T) {
+	// A token bucket of the same rate and capacity is the same limit: one
+	// model for both.
+	for _, lim := range []Limit{Must(GCRA(4, time.Second, 3)), Must(TokenBucket(4, time.Second, 3))} { // T = 250ms
+		t.Run(string(lim.Algorithm), func(t *testing.T) { reserveMatchesModel(t, lim) })
+	}
+}
+
+func reserveMatchesModel(t *testing.T, lim Limit) {
 	ctx := context.Background()
-	lim := Must(GCRA(4, time.Second, 3)) // T = 250ms
 	for seed := uint64(1); seed <= 4; seed++ {
 		l, m, clk, _ := miniLimiter(t, WithDenialCache(0))
 		rng := rand.New(rand.NewPCG(seed, 3))
@@ -165,9 +179,14 @@ func TestWaitPastDeadline(t *testing.T) {
 // own, and a reservation that conforms already gives back nothing; each
 // checked by the wait of the next reservation, against the model.
 func TestCancelAfterPartialUse(t *testing.T) {
+	for _, lim := range []Limit{Must(GCRA(10, time.Second, 2)), Must(TokenBucket(10, time.Second, 2))} { // T = 100ms, bursts of 2
+		t.Run(string(lim.Algorithm), func(t *testing.T) { cancelAfterPartialUse(t, lim) })
+	}
+}
+
+func cancelAfterPartialUse(t *testing.T, lim Limit) {
 	l, m, clk, _ := miniLimiter(t, WithDenialCache(0))
 	ctx := context.Background()
-	lim := Must(GCRA(10, time.Second, 2)) // T = 100ms, bursts of 2
 	model := &reserveModel{t: 100_000, burst: 2}
 	reserve := func(cost int64) (*Reservation, modelRes) {
 		t.Helper()
@@ -220,67 +239,124 @@ func TestCancelAfterPartialUse(t *testing.T) {
 	}
 }
 
-// TestWaitFleet: 4 Limiters on their own clients (the processes of a
-// fleet: nothing is shared but Redis) × 32 goroutines call WaitN against
-// 100/s, bursts of 10, for 10 s, on a real redis-server and on a 3-master
-// cluster. The moments
-// Redis booked (on its clock) number rate × duration + burst, ±1%, and no
-// 1-second window holds more than 100 + burst; the goroutines' own wake-up
-// times, which a loaded machine delays, are reported.
+// TestCancelAt: a reservation that conforms by now gives nothing back to
+// Cancel, but CancelAt a moment before it conforms gives back what it
+// would have then — here its whole cost, so an Allow now admits where the
+// control (Cancel) still denies. The Limiter runs on Redis TIME, whose
+// (virtual) clock is far from the Limiter's own: CancelAt's t is carried
+// across by the reservation's offset.
+func TestCancelAt(t *testing.T) {
+	ctx := context.Background()
+	for _, lim := range []Limit{Must(GCRA(10, time.Second, 1)), Must(TokenBucket(10, time.Second, 1))} { // T = 100ms
+		t.Run(string(lim.Algorithm), func(t *testing.T) {
+			m := miniredis.RunT(t)
+			clk := newClock(time.Unix(1_700_000_000, 0)) // Redis's clock, years behind the Limiter's
+			clk.set(m)
+			l, err := New(miniClient(t, m), quiet...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for _, at := range []bool{false, true} {
+				id := fmt.Sprintf("cancel-at-%v", at)
+				first, err := l.Reserve(ctx, id, lim, time.Second)
+				if err != nil || !first.OK || first.Delay() != 0 {
+					t.Fatalf("first: %+v, %v", first, err)
+				}
+				second, err := l.Reserve(ctx, id, lim, time.Second)
+				if err != nil || !second.OK {
+					t.Fatalf("second: %+v, %v", second, err)
+				}
+				conforms := second.at
+				clk.add(150 * time.Millisecond) // past the second's moment, on Redis's clock
+				clk.set(m)
+				if at {
+					err = second.CancelAt(ctx, conforms.Add(-50*time.Millisecond))
+				} else {
+					err = second.Cancel(ctx)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := l.Allow(ctx, id, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed != at {
+					t.Fatalf("CancelAt %v: Allow 150ms after two reservations = %v, want %v", at, r.Allowed, at)
+				}
+				clk.add(time.Second)
+				clk.set(m)
+			}
+		})
+	}
+}
+
+// TestWaitFleet: 4 processes (this test binary run again as a worker: a
+// fleet shares nothing but Redis) × 32 goroutines call WaitN against
+// 100/s, bursts of 10, for 10 s, on a real redis-server (a GCRA limit) and
+// on a 3-master cluster (a token bucket). The moments Redis booked (on its
+// clock) number rate × duration + burst, ±1%, and no 1-second window holds
+// more than 100 + burst; the goroutines' own wake-up times, which a loaded
+// machine delays, are reported.
 func TestWaitFleet(t *testing.T) {
+	if os.Getenv(fleetEnv) != "" {
+		fleetWorker(t)
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := redisserver.Start(t)
 	cl := redisserver.StartCluster(t, 3)
-	for name, addrs := range map[string][]string{"standalone": {s.Addr}, "cluster": cl.Addrs()} {
-		t.Run(name, func(t *testing.T) {
-			const procs, workers, rate, burst = 4, 32, 100, 10
-			dur := 10 * time.Second
-			lim := Must(GCRA(rate, time.Second, burst)).Named(fmt.Sprintf("fleet-%d", time.Now().UnixNano()))
-			var mu sync.Mutex
-			var booked []int64 // act_at of every reservation, µs on Redis' clock
-			var late []time.Duration
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			var first int64
-			var firstOnce sync.Once
-			for p := 0; p < procs; p++ {
-				c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
-				if err != nil {
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		lim   Limit
+	}{
+		{"standalone", []string{s.Addr}, Must(GCRA(fleetRate, time.Second, fleetBurst))},
+		{"cluster", cl.Addrs(), Must(TokenBucket(fleetRate, time.Second, fleetBurst))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const procs = 4
+			dur := fleetDuration
+			name := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
+			dir := t.TempDir()
+			cmds := make([]*exec.Cmd, procs)
+			var outs [procs]bytes.Buffer
+			for p := range cmds {
+				c := exec.Command(exe, "-test.run=^TestWaitFleet$", "-test.count=1")
+				c.Env = append(os.Environ(), fleetEnv+"="+strings.Join([]string{
+					strings.Join(tc.addrs, ","), string(tc.lim.Algorithm), name, filepath.Join(dir, strconv.Itoa(p))}, ";"))
+				c.Stdout, c.Stderr = &outs[p], &outs[p]
+				if err := c.Start(); err != nil {
 					t.Fatal(err)
 				}
-				defer c.Close()
-				l, err := New(c, quiet...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer l.Close()
-				for w := 0; w < workers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for ctx.Err() == nil {
-							r, err := l.WaitN(ctx, "upstream", lim, 1)
-							if err != nil {
-								if ctx.Err() == nil {
-									t.Error(err)
-								}
-								return
-							}
-							woke := time.Now()
-							mu.Lock()
-							firstOnce.Do(func() { first = r.actAt })
-							booked = append(booked, r.actAt)
-							late = append(late, woke.Sub(r.at))
-							mu.Unlock()
-						}
-					}()
+				cmds[p] = c
+			}
+			for p, c := range cmds {
+				if err := c.Wait(); err != nil {
+					t.Fatalf("worker process %d: %v\n%s", p, err, outs[p].String())
 				}
 			}
-			time.Sleep(dur)
-			cancel()
-			wg.Wait()
+			var booked []int64 // act_at of every reservation, µs on Redis' clock
+			var late []time.Duration
+			for p := range cmds {
+				b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(p)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					var at, lateNs int64
+					if _, err := fmt.Sscan(line, &at, &lateNs); err != nil {
+						t.Fatalf("worker %d wrote %q: %v", p, line, err)
+					}
+					booked, late = append(booked, at), append(late, time.Duration(lateNs))
+				}
+			}
 			slices.Sort(booked)
 			start := booked[0]
-			_ = first
 			end := start + dur.Microseconds()
 			n := 0
 			for _, at := range booked {
@@ -288,8 +364,8 @@ func TestWaitFleet(t *testing.T) {
 					n++
 				}
 			}
-			want := float64(rate)*dur.Seconds() + burst
-			t.Logf("%d calls booked in the first %v (want %.0f ± 1%%); %d in all", n, dur, want, len(booked))
+			want := float64(fleetRate)*dur.Seconds() + fleetBurst
+			t.Logf("%d processes: %d calls booked in the first %v (want %.0f ± 1%%); %d in all", procs, n, dur, want, len(booked))
 			if float64(n) < want*0.99 || float64(n) > want*1.01 {
 				t.Errorf("%d calls in %v, want %.0f ± 1%%", n, dur, want)
 			}
@@ -300,12 +376,74 @@ func TestWaitFleet(t *testing.T) {
 				}
 				most = max(most, i-j+1)
 			}
-			if most > rate+burst {
-				t.Errorf("%d calls in one second, want at most %d", most, rate+burst)
+			if most > fleetRate+fleetBurst {
+				t.Errorf("%d calls in one second, want at most %d", most, fleetRate+fleetBurst)
 			}
 			slices.Sort(late)
 			t.Logf("busiest second: %d calls; wake-up after the booked moment: p50 %v, p99 %v, max %v", most, late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
 		})
+	}
+}
+
+const (
+	fleetEnv              = "SLUICE_TEST_FLEET_WORKER" // addrs;algorithm;limit name;output file
+	fleetRate, fleetBurst = 100, 10
+	fleetWorkers          = 32
+	fleetDuration         = 10 * time.Second
+)
+
+// fleetWorker is one process of TestWaitFleet: fleetWorkers goroutines
+// call WaitN for fleetDuration, then it writes every reservation's booked
+// moment and how late its goroutine woke, a line each.
+func fleetWorker(t *testing.T) {
+	f := strings.Split(os.Getenv(fleetEnv), ";")
+	if len(f) != 4 {
+		t.Fatalf("%s=%q: want addrs;algorithm;name;file", fleetEnv, os.Getenv(fleetEnv))
+	}
+	lim := Must(GCRA(fleetRate, time.Second, fleetBurst))
+	if Algorithm(f[1]) == AlgTokenBucket {
+		lim = Must(TokenBucket(fleetRate, time.Second, fleetBurst))
+	}
+	lim = lim.Named(f[2])
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: strings.Split(f[0], ","), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := New(c, quiet...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var out strings.Builder
+	// Cancelled, not a deadline: a deadline would refuse the reservations
+	// that conform after it, which the run should go on making until then.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(fleetDuration, cancel).Stop()
+	var wg sync.WaitGroup
+	for range fleetWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				r, err := l.WaitN(ctx, "upstream", lim, 1)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				woke := time.Now()
+				mu.Lock()
+				fmt.Fprintf(&out, "%d %d\n", r.actAt, woke.Sub(r.at).Nanoseconds())
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := os.WriteFile(f[3], []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -31,6 +31,8 @@ var builtins = []*luart.Script{
 	&scripts.GCRAReserve.Script,
 	&scripts.GCRACancel.Script,
 	&scripts.GCRAReserveMulti.Script,
+	&scripts.TokenBucketReserve.Script,
+	&scripts.TokenBucketCancel.Script,
 }
 
 // TestBuiltinsListed keeps builtins in step with the .lua files.
