@@ -37,6 +37,7 @@ var unpublished = map[string]string{
 	"adapters/conformance": "github.com/sluice-go/sluice/adapters/conformance",
 	"bench":                "github.com/sluice-go/sluice/bench",
 	"examples/server":      "github.com/sluice-go/sluice/examples/server",
+	"examples/worker":      "github.com/sluice-go/sluice/examples/worker",
 	"release":              "github.com/sluice-go/sluice/release",
 }
 
