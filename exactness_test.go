@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 // The tests in this file hold the rule of docs/operations.md ("Busy is not
@@ -77,11 +78,12 @@ func transitions(rec *recorder, node string) int64 {
 
 // 512 goroutines on one identity at 100 per hour for 4s, with the
 // defaults, on a real redis-server: exactly 100 admitted, every decision
-// from Redis, no breaker transition; ten runs on an idle machine, and one
-// with sixteen CPU hogs for the first 2.5s (Redis slowed, but answering).
+// from Redis, no breaker transition; ten runs on an idle machine (one
+// unless SLUICE_TEST_FULL=1, see internal/testsize), and one with sixteen
+// CPU hogs for the first 2.5s (Redis slowed, but answering).
 func TestExactBurst(t *testing.T) {
 	if testing.Short() {
-		t.Skip("eleven runs of 4s")
+		t.Skip("runs of 4s")
 	}
 	s := redisserver.Start(t)
 	c := standaloneClient(t, s.Addr)
@@ -118,7 +120,7 @@ func TestExactBurst(t *testing.T) {
 				name, tl, tr, limit, tl.err())
 		}
 	}
-	for i := range 10 {
+	for i := range testsize.Pick(1, 10) {
 		run("idle-"+strconv.Itoa(i), 0)
 	}
 	run("hogs", 16)

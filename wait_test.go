@@ -20,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 // reserveModel is GCRA with reservations, in plain Go, for a limit whose
@@ -294,7 +295,8 @@ func TestCancelAt(t *testing.T) {
 
 // TestWaitFleet: 4 processes (this test binary run again as a worker: a
 // fleet shares nothing but Redis) × 32 goroutines call WaitN against
-// 100/s, bursts of 10, for 10 s, on a real redis-server (a GCRA limit) and
+// 100/s, bursts of 10, for 10 s (3 s unless SLUICE_TEST_FULL=1, see
+// internal/testsize), on a real redis-server (a GCRA limit) and
 // on a 3-master cluster (a token bucket). The moments Redis booked (on its
 // clock) number rate × duration + burst, ±1%, and no 1-second window holds
 // more than 100 + burst; the goroutines' own wake-up times, which a loaded
@@ -320,7 +322,7 @@ func TestWaitFleet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const procs = 4
-			dur := fleetDuration
+			dur := testsize.Pick(3*time.Second, 10*time.Second)
 			name := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
 			dir := t.TempDir()
 			cmds := make([]*exec.Cmd, procs)
@@ -328,7 +330,7 @@ func TestWaitFleet(t *testing.T) {
 			for p := range cmds {
 				c := exec.Command(exe, "-test.run=^TestWaitFleet$", "-test.count=1")
 				c.Env = append(os.Environ(), fleetEnv+"="+strings.Join([]string{
-					strings.Join(tc.addrs, ","), string(tc.lim.Algorithm), name, filepath.Join(dir, strconv.Itoa(p))}, ";"))
+					strings.Join(tc.addrs, ","), string(tc.lim.Algorithm), name, filepath.Join(dir, strconv.Itoa(p)), dur.String()}, ";"))
 				c.Stdout, c.Stderr = &outs[p], &outs[p]
 				if err := c.Start(); err != nil {
 					t.Fatal(err)
@@ -393,12 +395,16 @@ const (
 )
 
 // fleetWorker is one process of TestWaitFleet: fleetWorkers goroutines
-// call WaitN for fleetDuration, then it writes every reservation's booked
+// call WaitN for the duration it is given, then it writes every reservation's booked
 // moment and how late its goroutine woke, a line each.
 func fleetWorker(t *testing.T) {
 	f := strings.Split(os.Getenv(fleetEnv), ";")
-	if len(f) != 4 {
-		t.Fatalf("%s=%q: want addrs;algorithm;name;file", fleetEnv, os.Getenv(fleetEnv))
+	if len(f) != 5 {
+		t.Fatalf("%s=%q: want addrs;algorithm;name;file;duration", fleetEnv, os.Getenv(fleetEnv))
+	}
+	dur, err := time.ParseDuration(f[4])
+	if err != nil {
+		t.Fatal(err)
 	}
 	lim := Must(GCRA(fleetRate, time.Second, fleetBurst))
 	if Algorithm(f[1]) == AlgTokenBucket {
@@ -420,7 +426,7 @@ func fleetWorker(t *testing.T) {
 	// Cancelled, not a deadline: a deadline would refuse the reservations
 	// that conform after it, which the run should go on making until then.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer time.AfterFunc(fleetDuration, cancel).Stop()
+	defer time.AfterFunc(dur, cancel).Stop()
 	var wg sync.WaitGroup
 	for range fleetWorkers {
 		wg.Add(1)

@@ -7,14 +7,19 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-go/sluice/internal/testsize"
 	"github.com/sluice-go/sluice/scripts"
 )
 
 const (
 	hour       = int64(3_600_000_000)
 	goroutines = 256
-	perRoutine = 400
 )
+
+// perRoutine is the requests each goroutine sends: 400 with
+// SLUICE_TEST_FULL=1 (internal/testsize), else 100, still 256 times the
+// limit.
+var perRoutine = testsize.Pick(100, 400)
 
 // hammer runs decide from goroutines×perRoutine concurrent callers, each
 // with a distinct now that moves forward by 1 µs per call (so callers'
@@ -51,7 +56,7 @@ func hammer(t *testing.T, decide func(ctx context.Context, now int64) (bool, err
 	return allowed.Load()
 }
 
-// TestConcurrentExactness sends 256 goroutines × 400 requests for one
+// TestConcurrentExactness sends 256 goroutines × perRoutine requests for one
 // identity, limit 100 per hour, to a real redis-server through the
 // generated wrappers (EVALSHA, pipelined by rueidis): exactly 100 must be
 // allowed by the fixed window, the sliding log, the token bucket (capacity
@@ -118,7 +123,7 @@ func TestConcurrentExactness(t *testing.T) {
 	}
 }
 
-// TestConcurrentHolders runs 256 goroutines × 400 acquire/release cycles
+// TestConcurrentHolders runs 256 goroutines × perRoutine acquire/release cycles
 // on one concurrency limiter of 10 slots on a real redis-server, with the
 // server's clock (now unset). Every goroutine that is allowed counts itself
 // in an atomic holder count, holds the slot for one more round trip to the

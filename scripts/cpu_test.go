@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,7 @@ var (
 	cpuKeys   = flag.Int("cpu.keys", 300, "identities in TestRedisCPUPerDecision, each asked 10 times per script, clock and round (10000 for the documented figures)")
 	cpuRounds = flag.Int("cpu.rounds", 1, "interleaved rounds of TestRedisCPUPerDecision; the table shows medians")
 	cpuBefore = flag.String("cpu.before", "", "a git revision: TestRedisCPUPerDecision also measures the scripts as they were there")
+	cpuOnly   = flag.String("cpu.cases", "", "a regular expression: TestRedisCPUPerDecision measures only the cases whose names it matches")
 	cpuGrind  = flag.Bool("cpu.callgrind", false, "TestRedisCPUPerDecision runs the server under valgrind's callgrind and reports instructions per call, which the machine's load does not change (needs valgrind; Debian: apt-get install valgrind)")
 )
 
@@ -361,6 +363,16 @@ func TestRedisCPUPerDecision(t *testing.T) {
 	cases := cpuCases(t, "")
 	if *cpuBefore != "" {
 		cases = append(cpuCases(t, *cpuBefore), cases...)
+	}
+	if *cpuOnly != "" {
+		re, err := regexp.Compile(*cpuOnly)
+		if err != nil {
+			t.Fatalf("-cpu.cases: %v", err)
+		}
+		cases = slices.DeleteFunc(cases, func(c cpuCase) bool { return !re.MatchString(c.name) })
+		if len(cases) == 0 {
+			t.Fatalf("-cpu.cases %q matches no case", *cpuOnly)
+		}
 	}
 	ids := make([]string, *cpuKeys)
 	for i := range ids {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sluice-go/sluice/internal/testsize"
 	"math/rand"
 	"slices"
 	"testing"
@@ -65,10 +66,10 @@ var multiSteps = flag.Int("steps", 600, "TestMultiEqualsSingles: random steps pe
 
 func TestMultiEqualsSingles(t *testing.T) {
 	t.Parallel()
-	// 600 random steps per script and backend by default (it kept the
-	// suite's time in bounds); -steps runs more.
+	// 600 random steps per script and backend with SLUICE_TEST_FULL=1
+	// (internal/testsize), else 300; -steps sets another number.
 	steps := *multiSteps
-	if testing.Short() {
+	if testing.Short() || !testsize.Full() && *multiSteps == 600 {
 		steps = 300
 	}
 	seed := *seedFlag
