@@ -51,9 +51,9 @@ func checkVariadic(t *testing.T, s *gen.Script) {
 			t.Fatalf("list argument %q: position %d of %d, optional %v", a.Name, i+1, len(s.Args), a.Optional)
 		}
 	}
-	for _, r := range s.Returns {
-		if r.Variadic || r.Optional {
-			t.Fatalf("reply element %q is variadic or optional", r.Name)
+	for i, r := range s.Returns {
+		if r.Optional || r.Variadic && i != len(s.Returns)-1 {
+			t.Fatalf("reply element %q: position %d of %d, list %v, optional %v", r.Name, i+1, len(s.Returns), r.Variadic, r.Optional)
 		}
 	}
 }

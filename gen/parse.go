@@ -50,7 +50,7 @@ type Field struct {
 	Doc      string // text after the name (and type) on the annotation line
 	Type     Type   // String for keys
 	Optional bool   // ARGV only: declared with a trailing '?'
-	Variadic bool   // the last KEYS or ARGV entry, declared with a trailing "...": it takes every remaining entry
+	Variadic bool   // the last KEYS, ARGV or reply entry, declared with a trailing "...": it takes every remaining entry
 	Line     int    // 1-based line of the annotation
 	Col      int    // 1-based column of the name
 }
@@ -303,6 +303,7 @@ func parseHeader(s *Script, src []byte, e *errs) {
 	optionalSeen := false
 	variadicKey := "" // the name of the variadic @key, once declared
 	listArg := ""     // the name of the list @arg, once declared
+	listReturn := ""  // the name of the list @return, once declared
 
 	for i, raw := range lines {
 		lineNo := i + 1
@@ -404,6 +405,10 @@ func parseHeader(s *Script, src []byte, e *errs) {
 					continue
 				}
 			}
+			if directive == "@return" && listReturn != "" {
+				e.add(lineNo, f.Col, "return %q after the list element %q; a list @return must be the last @return", f.Name, listReturn)
+				continue
+			}
 			if !checkDeclared(e, names[what], f, what) {
 				continue
 			}
@@ -414,6 +419,9 @@ func parseHeader(s *Script, src []byte, e *errs) {
 				}
 			} else {
 				s.Returns = append(s.Returns, f)
+				if f.Variadic {
+					listReturn = f.Name
+				}
 			}
 		case "@goname":
 			if len(words) != 3 {
@@ -501,12 +509,12 @@ func fields(s string, col0 int) ([]string, []int) {
 	return words, cols
 }
 
-// ellipsis marks a variadic @key (after the name) or a list @arg (after
-// the type).
+// ellipsis marks a variadic @key (after the name), or a list @arg or
+// @return (after the type).
 const ellipsis = "..."
 
 // field parses "@key NAME[...] [doc...]", "@arg NAME TYPE[?|...] [doc...]"
-// or "@return NAME TYPE [doc...]".
+// or "@return NAME TYPE[...] [doc...]".
 func field(e *errs, line int, directive string, words []string, cols []int, body string, bodyCol int) (Field, bool) {
 	name := words[1]
 	f := Field{Line: line, Col: cols[1]}
@@ -524,7 +532,7 @@ func field(e *errs, line int, directive string, words []string, cols []int, body
 			e.add(line, dots, "'...' goes after the type, not the name: @arg NAME TYPE... [description]")
 			return f, false
 		default:
-			e.add(line, dots, "reply elements cannot be lists; drop the '...'")
+			e.add(line, dots, "'...' goes after the type, not the name: @return NAME TYPE... [description]")
 			return f, false
 		}
 	}
@@ -540,11 +548,11 @@ func field(e *errs, line int, directive string, words []string, cols []int, body
 		// The markers are looked for in both orders, so that "int?..." and
 		// "int...?" get the same message.
 		list, optional := false, false
-		optCol, dotsCol := 0, 0
+		optCol := 0
 		for range 2 {
 			end := tCol + utf8.RuneCountInString(t)
 			if !list && strings.HasSuffix(t, ellipsis) {
-				list, dotsCol, t = true, end-len(ellipsis), strings.TrimSuffix(t, ellipsis)
+				list, t = true, strings.TrimSuffix(t, ellipsis)
 			} else if !optional && strings.HasSuffix(t, "?") {
 				optional, optCol, t = true, end-1, strings.TrimSuffix(t, "?")
 			}
@@ -555,9 +563,6 @@ func field(e *errs, line int, directive string, words []string, cols []int, body
 			return f, false
 		}
 		switch {
-		case directive == "@return" && list:
-			e.add(line, dotsCol, "reply elements cannot be lists; drop the '...'")
-			return f, false
 		case directive == "@return" && optional:
 			e.add(line, optCol, "reply elements cannot be optional; drop the '?'")
 			return f, false
@@ -576,7 +581,7 @@ func field(e *errs, line int, directive string, words []string, cols []int, body
 			case "@arg":
 				e.add(line, cols[docIdx], "'...' must follow the type without a space: @arg NAME TYPE... [description]")
 			default:
-				e.add(line, cols[docIdx], "reply elements cannot be lists; drop the '...'")
+				e.add(line, cols[docIdx], "'...' must follow the type without a space: @return NAME TYPE... [description]")
 			}
 			return f, false
 		}

@@ -126,12 +126,14 @@ var parseErrorCases = []struct {
 		`t.lua:2:11: unknown type "integer..."; want int, float, string or bool`}},
 	{"type with four dots", h + "-- @arg n int....\n", []string{
 		`t.lua:2:11: unknown type "int...."; want int, float, string or bool`}},
-	{"list return", h + "-- @return v int...\n", []string{
-		"t.lua:2:17: reply elements cannot be lists; drop the '...'"}},
+	{"return after a list return", h + "-- @return v int...\n-- @return w int\n", []string{
+		`t.lua:3:12: return "w" after the list element "v"; a list @return must be the last @return`}},
+	{"optional list return", h + "-- @return v int...?\n", []string{
+		"t.lua:2:20: reply elements cannot be optional; drop the '?'"}},
 	{"list marker after a return name", h + "-- @return v... int\n", []string{
-		"t.lua:2:13: reply elements cannot be lists; drop the '...'"}},
+		"t.lua:2:13: '...' goes after the type, not the name: @return NAME TYPE... [description]"}},
 	{"space before a return's '...'", h + "-- @return v int ...\n", []string{
-		"t.lua:2:18: reply elements cannot be lists; drop the '...'"}},
+		"t.lua:2:18: '...' must follow the type without a space: @return NAME TYPE... [description]"}},
 	{"variadic script name", "-- @script s...\n", []string{
 		`t.lua:1:12: invalid name "s...": use lower snake case, [a-z][a-z0-9]* joined by single underscores`}},
 

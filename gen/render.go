@@ -226,6 +226,11 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Comment(fmt.Sprintf("// %s is the reply of %s.", resultT, file))
 	f.Type().Id(resultT).StructFunc(func(g *jen.Group) {
 		for i, r := range s.Returns {
+			if r.Variadic {
+				g.Comment(docComment(fmt.Sprintf("%s is reply elements %d..n, zero or more%s", r.GoName, i+1, docSuffix(r.Doc))))
+				g.Id(r.GoName).Index().Add(goType(r.Type))
+				continue
+			}
 			g.Comment(docComment(fmt.Sprintf("%s is reply element %d%s", r.GoName, i+1, docSuffix(r.Doc))))
 			g.Id(r.GoName).Add(goType(r.Type))
 		}
@@ -258,11 +263,20 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Func().Params(recv.Clone()).Id("Decode").Params(
 		jen.Id("res").Qual(rueidisPath, "RedisResult"),
 	).Params(jen.Id(resultT), jen.Error()).BlockFunc(func(g *jen.Group) {
-		g.Id("d").Op(":=").Qual(luartPath, "NewDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
+		listReply := len(s.Returns) > 0 && s.Returns[len(s.Returns)-1].Variadic
+		if listReply {
+			g.Id("d").Op(":=").Qual(luartPath, "NewListDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)-1))
+		} else {
+			g.Id("d").Op(":=").Qual(luartPath, "NewDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
+		}
 		if len(s.Returns) > 0 {
 			g.Id("r").Op(":=").Id(resultT).ValuesFunc(func(v *jen.Group) {
 				for i, r := range s.Returns {
-					st := jen.Line().Id(r.GoName).Op(":").Id("d").Dot(decodeMethod(r.Type)).Call(jen.Lit(i), jen.Lit(r.Name))
+					method := decodeMethod(r.Type)
+					if r.Variadic {
+						method += "s"
+					}
+					st := jen.Line().Id(r.GoName).Op(":").Id("d").Dot(method).Call(jen.Lit(i), jen.Lit(r.Name))
 					if i == len(s.Returns)-1 {
 						st.Op(",").Line()
 					}

@@ -426,7 +426,7 @@ func (l *linter) replyShape() {
 	if s == nil || len(s.Returns) == 0 {
 		return
 	}
-	want := len(s.Returns)
+	want, list := fixedReturns(s.Returns)
 	for _, r := range l.returns {
 		ln := r.Line()
 		col := l.f.col(ln, "return")
@@ -450,7 +450,10 @@ func (l *linter) replyShape() {
 					}
 				}
 			}
-			if exact && n != want {
+			switch {
+			case exact && list && n < want:
+				l.f.add(CheckReplyShape, ln, col, "reply has %d element(s); the header declares %d @return element(s) before its list", n, want)
+			case exact && !list && n != want:
 				l.f.add(CheckReplyShape, ln, col, "reply has %d element(s); the header declares %d @return element(s)", n, want)
 			}
 		case *ast.NumberExpr, *ast.StringExpr, *ast.TrueExpr, *ast.FalseExpr, *ast.NilExpr:

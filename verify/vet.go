@@ -617,8 +617,10 @@ func (f *vetFile) elementName(path []int) string {
 	if len(path) == 0 {
 		return "the reply"
 	}
-	if len(path) == 1 && f.script != nil && path[0] < len(f.script.Returns) {
-		return fmt.Sprintf("reply element %d (%s)", path[0]+1, f.script.Returns[path[0]].Name)
+	if len(path) == 1 && f.script != nil && len(f.script.Returns) > 0 {
+		if ret, ok := returnAt(f.script.Returns, path[0]); ok {
+			return fmt.Sprintf("reply element %d (%s)", path[0]+1, ret.Name)
+		}
 	}
 	parts := make([]string, len(path))
 	for i, p := range path {
@@ -640,12 +642,17 @@ func (f *vetFile) checkReplyTypes(run *Run) {
 		f.add(CheckReplyShape, ln, col, "reply is %s, not an array of the %d @return element(s)", withArticle(r.Kind.String()), len(s.Returns))
 		return
 	}
-	if len(r.Elems) != len(s.Returns) {
-		f.add(CheckReplyShape, ln, col, "reply has %d element(s); the header declares %d @return element(s)", len(r.Elems), len(s.Returns))
+	fixed, list := fixedReturns(s.Returns)
+	switch {
+	case list && len(r.Elems) < fixed:
+		f.add(CheckReplyShape, ln, col, "reply has %d element(s); the header declares %d @return element(s) before its list", len(r.Elems), fixed)
+		return
+	case !list && len(r.Elems) != fixed:
+		f.add(CheckReplyShape, ln, col, "reply has %d element(s); the header declares %d @return element(s)", len(r.Elems), fixed)
 		return
 	}
-	for i, ret := range s.Returns {
-		e := r.Elems[i]
+	for i, e := range r.Elems {
+		ret, _ := returnAt(s.Returns, i)
 		ok := true
 		switch ret.Type {
 		case gen.Int:
@@ -666,6 +673,28 @@ func (f *vetFile) checkReplyTypes(run *Run) {
 			f.add(CheckReplyShape, ln, col, "reply element %d (%s) is %s, not %s", i+1, ret.Name, withArticle(e.Kind.String()), withArticle(ret.Type.String()))
 		}
 	}
+}
+
+// fixedReturns counts the @return elements before a list, and reports
+// whether the last one is a list.
+func fixedReturns(rs []gen.Field) (fixed int, list bool) {
+	if n := len(rs); n > 0 && rs[n-1].Variadic {
+		return n - 1, true
+	}
+	return len(rs), false
+}
+
+// returnAt is the @return that declares reply element i (0-based): a list,
+// the last @return, declares every element from its position on.
+func returnAt(rs []gen.Field, i int) (gen.Field, bool) {
+	fixed, list := fixedReturns(rs)
+	switch {
+	case i < fixed:
+		return rs[i], true
+	case list:
+		return rs[fixed], true
+	}
+	return gen.Field{}, false
 }
 
 func withArticle(s string) string {

@@ -232,3 +232,41 @@ func FuzzVetSource(f *testing.F) {
 		}
 	})
 }
+
+// TestVetListReturn: a script whose last @return is a list may reply any
+// number of elements from the fixed ones on, each of the list's type; one
+// with fewer than the fixed ones, or a list element of another type, is
+// reported.
+func TestVetListReturn(t *testing.T) {
+	header := "-- @script counts\n-- @key counters...\n-- @return total int\n-- @return counts int...\n"
+	for _, tc := range []struct {
+		name, body string
+		want       []string // substrings of the findings, in order; none for a clean script
+	}{
+		{"fixed only", "local n = redis.call('INCR', KEYS[1])\nredis.call('PEXPIRE', KEYS[1], 1000)\nreturn {n}\n", nil},
+		{"fixed and a list", "local n = redis.call('INCR', KEYS[1])\nredis.call('PEXPIRE', KEYS[1], 1000)\nreturn {n, n, n}\n", nil},
+		{"fewer than the fixed ones", "return {}\n", []string{"reply has 0 element(s); the header declares 1 @return element(s) before its list (reply-shape)"}},
+		{"a list element of another type", "local n = redis.call('INCR', KEYS[1])\nredis.call('PEXPIRE', KEYS[1], 1000)\nreturn {n, tostring(n)}\n",
+			[]string{"reply element 2 (counts) is a bulk string, not an int (reply-shape)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "counts.lua")
+			if err := os.WriteFile(p, []byte(header+tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fs, err := verify.VetFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := findingLines(fs)
+			if len(tc.want) == 0 && got != "" {
+				t.Fatalf("findings on a clean script:\n%s", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("findings:\n%s\nwant one with %q", got, w)
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ type Decoder struct {
 	script string
 	elems  []rueidis.RedisMessage
 	err    error
+	list   bool // the last reply element is a list: at least n elements
 }
 
 // NewDecoder checks that r holds no error and, when n > 0, is an array of
@@ -28,6 +29,16 @@ func NewDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
 	return d
 }
 
+// NewListDecoder is NewDecoder for a script whose last reply element is a
+// list: r must be an array of at least n elements (the fixed ones), and
+// the list is every element after them (Ints, Floats, Bools, Strings).
+func NewListDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
+	d := &Decoder{}
+	d.list = true
+	d.init(s, r, n)
+	return d
+}
+
 func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
 	d.script = "?"
 	if s != nil {
@@ -37,7 +48,7 @@ func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
 		d.err = &Error{Script: d.script, Err: err}
 		return
 	}
-	if n == 0 {
+	if n == 0 && !d.list {
 		return
 	}
 	msg, err := r.ToMessage()
@@ -50,7 +61,11 @@ func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
 		return
 	}
 	elems, _ := msg.ToArray()
-	if len(elems) != n {
+	if d.list && len(elems) < n {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want at least %d elements, got %d", ErrMalformedReply, n, len(elems))}
+		return
+	}
+	if !d.list && len(elems) != n {
 		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want %d elements, got %d", ErrMalformedReply, n, len(elems))}
 		return
 	}
@@ -122,6 +137,33 @@ func (d *Decoder) String(i int, name string) string {
 	}
 	d.fail(i, name, "a string", m)
 	return ""
+}
+
+// Ints reads elements i onwards (the list a script's last @return
+// declares) as integers: nil when there are none.
+func (d *Decoder) Ints(i int, name string) []int64 { return list(d, i, name, d.Int) }
+
+// Floats reads elements i onwards as numbers, as Float does.
+func (d *Decoder) Floats(i int, name string) []float64 { return list(d, i, name, d.Float) }
+
+// Bools reads elements i onwards as booleans, as Bool does.
+func (d *Decoder) Bools(i int, name string) []bool { return list(d, i, name, d.Bool) }
+
+// Strings reads elements i onwards as strings, as String does.
+func (d *Decoder) Strings(i int, name string) []string { return list(d, i, name, d.String) }
+
+func list[T any](d *Decoder, i int, name string, one func(int, string) T) []T {
+	if d.err != nil || i >= len(d.elems) {
+		return nil
+	}
+	out := make([]T, len(d.elems)-i)
+	for j := range out {
+		out[j] = one(i+j, name)
+	}
+	if d.err != nil {
+		return nil
+	}
+	return out
 }
 
 // Float reads element i as a number: a string holding a decimal number, an

@@ -270,6 +270,39 @@ func TestDecoderRejectsMalformedReplies(t *testing.T) {
 	}
 }
 
+// TestListDecoder: a reply whose last element is a list has at least the
+// fixed elements, and the list is every element after them, each checked.
+func TestListDecoder(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			run := func(mode string) rueidis.RedisResult {
+				return luart.Do(ctx, b.client, luart.Call{Script: shapes, Args: []string{mode}})
+			}
+			d := luart.NewListDecoder(shapes, run("list"), 1)
+			if first, rest := d.Int(0, "n"), d.Ints(1, "rest"); d.Err() != nil || first != 1 || fmt.Sprint(rest) != "[2 3]" {
+				t.Fatalf("{1, 2, 3} with 1 fixed element: %d, %v, %v", first, rest, d.Err())
+			}
+			d = luart.NewListDecoder(shapes, run("short"), 1)
+			if rest := d.Ints(1, "rest"); d.Err() != nil || rest != nil {
+				t.Fatalf("{1}: the list is %v, %v; want empty", rest, d.Err())
+			}
+			d = luart.NewListDecoder(shapes, run("short"), 2)
+			if err := d.Err(); !errors.Is(err, luart.ErrMalformedReply) || !strings.Contains(err.Error(), "want at least 2 elements, got 1") {
+				t.Fatalf("{1} with 2 fixed elements: %v", err)
+			}
+			d = luart.NewListDecoder(shapes, run("types"), 0)
+			if rest := d.Ints(0, "rest"); rest != nil || !strings.Contains(fmt.Sprint(d.Err()), `element 1 (rest): want an integer, got string "x"`) {
+				t.Fatalf("a list of {'x', 2, 'y'} as integers: %v, %v", rest, d.Err())
+			}
+			d = luart.NewListDecoder(shapes, run("scalar"), 0)
+			if err := d.Err(); !errors.Is(err, luart.ErrMalformedReply) {
+				t.Fatalf("a scalar reply: %v, want ErrMalformedReply", err)
+			}
+		})
+	}
+}
+
 func TestExecBatchOfMixedCallsInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range backends(t) {

@@ -1,4 +1,4 @@
--- Every mistake a variadic key or a list argument allows, all reported in
+-- Every mistake a variadic key, a list argument or a list return allows, all reported in
 -- one run.
 --
 -- @script bad
@@ -13,4 +13,5 @@
 -- @arg samples float...
 -- @arg after int
 -- @return values int...
+-- @return tail int
 return {1}
