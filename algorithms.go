@@ -1,6 +1,8 @@
 package sluice
 
 import (
+	"fmt"
+
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/runtime/luart"
@@ -109,20 +111,55 @@ func decode4[T ~reply4](dec func(rueidis.RedisResult) (T, error)) func(rueidis.R
 }
 
 // multiCall builds the AllowAll script call for limits of one algorithm
-// (validated by the caller), one key per limit, and its decoder.
-func multiCall(keys []string, limits []Limit, cost int64, now *int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
+// (validated by the caller), one key per limit, and its decoder. With
+// each (3 numbers per limit) the script also replies every limit's own
+// remaining, retry_after and reset_after, which the decoder copies into
+// each.
+func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
+	var flag *bool
+	if each != nil {
+		t := true
+		flag = &t
+	}
 	if limits[0].Algorithm == AlgGCRA {
 		nums := make([]int64, 0, 3*len(limits))
 		for _, lim := range limits {
 			nums = append(nums, lim.Rate, lim.periodMicros(), lim.Burst)
 		}
-		return scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeGcraMulti
+		call := scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: keys}, scripts.GCRAMultiArgs{Cost: cost, Now: now, Each: flag, Limits: nums})
+		if each == nil {
+			return call, decodeGcraMulti
+		}
+		return call, func(r rueidis.RedisResult) (decision, error) {
+			m, err := scripts.GCRAMulti.Decode(r)
+			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(each, m.PerLimit, err)
+		}
 	}
 	nums := make([]int64, 0, 2*len(limits))
 	for _, lim := range limits {
 		nums = append(nums, lim.Rate, lim.periodMicros())
 	}
-	return scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Limits: nums}), decodeSlidingWindowMulti
+	call := scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Each: flag, Limits: nums})
+	if each == nil {
+		return call, decodeSlidingWindowMulti
+	}
+	return call, func(r rueidis.RedisResult) (decision, error) {
+		m, err := scripts.SlidingWindowMulti.Decode(r)
+		return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(each, m.PerLimit, err)
+	}
+}
+
+// copyEach copies a multi-limit script's per-limit numbers into each,
+// which must be exactly as long.
+func copyEach(each, got []int64, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(got) != len(each) {
+		return &luart.Error{Script: "per-limit results", Err: fmt.Errorf("%w: want %d numbers, got %d", luart.ErrMalformedReply, len(each), len(got))}
+	}
+	copy(each, got)
+	return nil
 }
 
 func decodeGcraMulti(r rueidis.RedisResult) (decision, error) {

@@ -190,6 +190,31 @@ func ExampleLimiter_AllowAll() {
 	// allowed=false remaining=0 binding=per-second
 }
 
+func ExampleLimiter_AllowAllInto() {
+	limiter, _, done := exampleLimiter()
+	defer done()
+	ctx := context.Background()
+
+	// The same two limits, with each one's own Result from the same
+	// script: what a RateLimit header per limit needs.
+	perSecond := sluice.Must(sluice.GCRA(3, time.Second, 3)).Named("per-second")
+	perHour := sluice.Must(sluice.GCRA(5, time.Hour, 5)).Named("per-hour")
+	results := make([]sluice.Result, 2)
+	for i := 0; i < 4; i++ {
+		r, _ := limiter.AllowAllInto(ctx, results, "user-8", 1, perSecond, perHour)
+		fmt.Printf("allowed=%v", r.Allowed)
+		for _, each := range results {
+			fmt.Printf(" %s: remaining=%d allowed=%v", each.Limit.Name, each.Remaining, each.Allowed)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// allowed=true per-second: remaining=2 allowed=true per-hour: remaining=4 allowed=true
+	// allowed=true per-second: remaining=1 allowed=true per-hour: remaining=3 allowed=true
+	// allowed=true per-second: remaining=0 allowed=true per-hour: remaining=2 allowed=true
+	// allowed=false per-second: remaining=0 allowed=false per-hour: remaining=2 allowed=true
+}
+
 func ExampleLimiter_Decide() {
 	limiter, _, done := exampleLimiter()
 	defer done()

@@ -147,6 +147,24 @@ func (l *Limiter) rate(ctx context.Context, c Check) (Result, error) {
 // Result's Limit is the binding one: the limit that denied with the longest
 // wait, or the one with the least remaining.
 func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, limits ...Limit) (Result, error) {
+	return l.allowAll(ctx, nil, identity, cost, limits)
+}
+
+// AllowAllInto is AllowAll reporting every limit too: results[i] is
+// limits[i]'s own Result for this call, in the same script and round
+// trip. Each says whether that limit admits the cost (RetryAfter its own
+// wait), and its Remaining and ResetAfter as the call left it: charged
+// when the call was admitted, untouched when any limit denied. results
+// must hold at least len(limits) Results. When the failure policy
+// decides, each is the policy's answer for that limit alone (Degraded).
+func (l *Limiter) AllowAllInto(ctx context.Context, results []Result, identity string, cost int64, limits ...Limit) (Result, error) {
+	if len(results) < len(limits) {
+		return Result{}, fmt.Errorf("%w: AllowAllInto: %d results for %d limits", ErrInvalidLimit, len(results), len(limits))
+	}
+	return l.allowAll(ctx, results[:len(limits)], identity, cost, limits)
+}
+
+func (l *Limiter) allowAll(ctx context.Context, results []Result, identity string, cost int64, limits []Limit) (Result, error) {
 	if len(limits) == 0 || len(limits) > 16 {
 		return Result{}, fmt.Errorf("%w: AllowAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(limits))
 	}
@@ -170,7 +188,30 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, lim
 		keys[i] = l.Key(identity, lim)
 	}
 	req := request{kind: callRate, lim: limits[0], key: keys[0], multi: limits, keys: keys, cost: cost}
-	return l.run(ctx, &req)
+	if results == nil {
+		return l.run(ctx, &req)
+	}
+	req.each = make([]int64, 3*len(limits))
+	res, err := l.run(ctx, &req)
+	if err != nil {
+		return res, err
+	}
+	b := l.router.nodeFor(keys[0]).breaker
+	for i, lim := range limits {
+		switch {
+		case !res.Degraded:
+			each := req.each[3*i : 3*i+3]
+			results[i] = decision{each[1] == 0, each[0], each[1], each[2], 0}.result(lim)
+		case res.Allowed:
+			// Charged: a report of what is left.
+			results[i] = l.policy.decide(keys[i:i+1], limits[i:i+1], 0, false, l.now(), b)
+		default:
+			// Nothing charged: what this limit alone would decide.
+			results[i] = l.policy.decide(keys[i:i+1], limits[i:i+1], cost, true, l.now(), b)
+		}
+		results[i].Limit = lim
+	}
+	return res, nil
 }
 
 // Reset forgets lim's state for identity: the whole quota is back. For a

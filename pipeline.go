@@ -31,6 +31,7 @@ type request struct {
 	key    string
 	multi  []Limit
 	keys   []string
+	each   []int64 // AllowAllInto: every limit's remaining, retry_after and reset_after, filled by the decoder
 	cost   int64
 	peek   bool
 	holder string // Acquire, Extend, Release: the lease's holder ID
@@ -51,7 +52,7 @@ type decoder = func(rueidis.RedisResult) (decision, error)
 // AllowAll's (multi).
 func (r *request) build(now *int64) {
 	if r.multi != nil {
-		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now)
+		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now, r.each)
 		return
 	}
 	a := algorithmOf(r.lim)

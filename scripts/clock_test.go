@@ -77,8 +77,8 @@ func TestServerClock(t *testing.T) {
 			}
 			return int64(f) - 100_000_000
 		}},
-		{"gcra_multi", []string{"100000", "", "1", "1000", "1000000"}, stateField(0, -100_000_000)},
-		{"sliding_window_multi", []string{"1", "", "5", "10000000"}, windowNow(P, 2)},
+		{"gcra_multi", []string{"100000", "", "", "1", "1000", "1000000"}, stateField(0, -100_000_000)},
+		{"sliding_window_multi", []string{"1", "", "", "5", "10000000"}, windowNow(P, 2)},
 	}
 	for _, b := range backends(t) {
 		t.Run(b.Name(), func(t *testing.T) {

@@ -19,12 +19,14 @@
 -- @key states...      one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
 -- @arg limits int...  limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's state is empty
 -- @return limiting int      1-based position of the limit (its key) that decided
+-- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
 -- State: each key as in gcra, "tat" or "tat:r": TAT as whole µs plus a
 -- remainder r > 0 in 1/l µs for T = period/limit in lowest terms p/l. Each
@@ -134,13 +136,13 @@ if n < 1 or n > 16 then
   local h = lib()
   return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
-if #ARGV ~= 2 + 3 * n then
+if #ARGV ~= 3 + 3 * n then
   local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return h.bad('want cost, now and 3 numbers (limit, period, burst) per key: ' .. h.fmt(2 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
+  return h.bad('want cost, now, each and 3 numbers (limit, period, burst) per key: ' .. h.fmt(3 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
 for i = 2, n do
   for j = 1, i - 1 do
@@ -156,14 +158,15 @@ end
 -- accepts the same values and names the first bad one. Each limit's T =
 -- period/limit is used in lowest terms p/l, as in gcra: lim[i] = l, per[i]
 -- = p, bp[i] = burst*p.
-local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+  and (each == '' or each == '0' or each == '1')
 local lim, per, bur, bp = {}, {}, {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period, burst = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local limit, period, burst = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
   ok = limit and period and burst and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and burst >= 1 and burst <= MAX
   if ok then
@@ -184,8 +187,12 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
+  each = ARGV[3]
+  if each ~= '' and each ~= '0' and each ~= '1' then
+    return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
+  end
   for i = 1, n do
-    local at = 2 + 3 * (i - 1)
+    local at = 3 + 3 * (i - 1)
     local name = 'limit ' .. h.fmt(i) .. ': '
     local limit, period, burst
     limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
@@ -201,6 +208,7 @@ if not ok then
     lim[i], per[i], bur[i], bp[i] = limit / g, period / g, burst, burst * (period / g)
   end
 end
+each = each == '1'
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
@@ -209,7 +217,7 @@ end
 -- Evaluate every limit as gcra does on its key; one MGET reads them all (a
 -- key of another type reads as missing, as in gcra).
 local vals = redis.call('MGET', unpack(KEYS))
-local tat, rem = {}, {}
+local tat, rem, waits = {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -230,16 +238,16 @@ for i = 1, n do
       end
     end
   end
-  tat[i], rem[i] = t, r
+  tat[i], rem[i], waits[i] = t, r, 0
   if cost > bur[i] then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed = 0
+    allowed, waits[i] = 0, -1
   else
     local wait = t - now - floor((bp[i] - cost * period - r) / limit)
     if wait > 0 then
-      allowed = 0
+      allowed, waits[i] = 0, wait
       if retry ~= -1 and wait > retry then
         retry, limiting = wait, i
       end
@@ -250,6 +258,10 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
+local reply -- with each: the fixed elements, then 3 per limit
+if each then
+  reply = {0, 0, 0, 0, 0}
+end
 for i = 1, n do
   local limit, period = lim[i], per[i]
   local t, r = tat[i], rem[i]
@@ -280,6 +292,9 @@ for i = 1, n do
   if life > reset then
     reset = life
   end
+  if each then
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = rm, waits[i], life
+  end
   if wrote then
     -- The TTL goes with the value: until TAT, in whole ms, at least 2 ms.
     local ms = floor((life + 999) / 1000)
@@ -296,5 +311,9 @@ for i = 1, n do
   elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
     lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
+end
+if each then
+  reply[1], reply[2], reply[3], reply[4], reply[5] = allowed, remaining, retry, reset, limiting
+  return reply
 end
 return {allowed, remaining, retry, reset, limiting}

@@ -20,7 +20,7 @@ const (
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GCRAMultiSHA1 = "693e67d7fdef7392a88c4558c68a26707dc8029a"
+const GCRAMultiSHA1 = "540d4c43fbd1436e8102580b41da88b228e8c594"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
@@ -44,12 +44,14 @@ const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity
 -- @key states...      one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
 -- @arg limits int...  limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's state is empty
 -- @return limiting int      1-based position of the limit (its key) that decided
+-- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
 -- State: each key as in gcra, "tat" or "tat:r": TAT as whole µs plus a
 -- remainder r > 0 in 1/l µs for T = period/limit in lowest terms p/l. Each
@@ -159,13 +161,13 @@ if n < 1 or n > 16 then
   local h = lib()
   return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
-if #ARGV ~= 2 + 3 * n then
+if #ARGV ~= 3 + 3 * n then
   local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return h.bad('want cost, now and 3 numbers (limit, period, burst) per key: ' .. h.fmt(2 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
+  return h.bad('want cost, now, each and 3 numbers (limit, period, burst) per key: ' .. h.fmt(3 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
 for i = 2, n do
   for j = 1, i - 1 do
@@ -181,14 +183,15 @@ end
 -- accepts the same values and names the first bad one. Each limit's T =
 -- period/limit is used in lowest terms p/l, as in gcra: lim[i] = l, per[i]
 -- = p, bp[i] = burst*p.
-local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+  and (each == '' or each == '0' or each == '1')
 local lim, per, bur, bp = {}, {}, {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period, burst = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local limit, period, burst = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
   ok = limit and period and burst and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and burst >= 1 and burst <= MAX
   if ok then
@@ -209,8 +212,12 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
+  each = ARGV[3]
+  if each ~= '' and each ~= '0' and each ~= '1' then
+    return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
+  end
   for i = 1, n do
-    local at = 2 + 3 * (i - 1)
+    local at = 3 + 3 * (i - 1)
     local name = 'limit ' .. h.fmt(i) .. ': '
     local limit, period, burst
     limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
@@ -226,6 +233,7 @@ if not ok then
     lim[i], per[i], bur[i], bp[i] = limit / g, period / g, burst, burst * (period / g)
   end
 end
+each = each == '1'
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
@@ -234,7 +242,7 @@ end
 -- Evaluate every limit as gcra does on its key; one MGET reads them all (a
 -- key of another type reads as missing, as in gcra).
 local vals = redis.call('MGET', unpack(KEYS))
-local tat, rem = {}, {}
+local tat, rem, waits = {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -255,16 +263,16 @@ for i = 1, n do
       end
     end
   end
-  tat[i], rem[i] = t, r
+  tat[i], rem[i], waits[i] = t, r, 0
   if cost > bur[i] then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed = 0
+    allowed, waits[i] = 0, -1
   else
     local wait = t - now - floor((bp[i] - cost * period - r) / limit)
     if wait > 0 then
-      allowed = 0
+      allowed, waits[i] = 0, wait
       if retry ~= -1 and wait > retry then
         retry, limiting = wait, i
       end
@@ -275,6 +283,10 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
+local reply -- with each: the fixed elements, then 3 per limit
+if each then
+  reply = {0, 0, 0, 0, 0}
+end
 for i = 1, n do
   local limit, period = lim[i], per[i]
   local t, r = tat[i], rem[i]
@@ -305,6 +317,9 @@ for i = 1, n do
   if life > reset then
     reset = life
   end
+  if each then
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = rm, waits[i], life
+  end
   if wrote then
     -- The TTL goes with the value: until TAT, in whole ms, at least 2 ms.
     local ms = floor((life + 999) / 1000)
@@ -321,6 +336,10 @@ for i = 1, n do
   elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
     lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
+end
+if each then
+  reply[1], reply[2], reply[3], reply[4], reply[5] = allowed, remaining, retry, reset, limiting
+  return reply
 end
 return {allowed, remaining, retry, reset, limiting}`
 
@@ -365,7 +384,9 @@ type GCRAMultiArgs struct {
 	Cost int64
 	// Now is ARGV[2]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
-	// Limits is ARGV[3..n], zero or more: limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
+	// Each is ARGV[3]: also reply every limit's own remaining, retry_after and reset_after (per_limit)
+	Each *bool
+	// Limits is ARGV[4..n], zero or more: limit, period (µs) and burst of each key's limit, in the order of the keys: 3 numbers per key, bounds as in gcra
 	Limits []int64
 }
 
@@ -381,6 +402,8 @@ type GCRAMultiResult struct {
 	ResetAfter int64
 	// Limiting is reply element 5: 1-based position of the limit (its key) that decided
 	Limiting int64
+	// PerLimit is reply elements 6..n, zero or more: with each: remaining, retry_after and reset_after of every limit, in the order of the keys
+	PerLimit []int64
 }
 
 // Run executes the script with EVALSHA, sending it once with EVAL
@@ -392,10 +415,10 @@ func (s *GCRAMultiScript) Run(ctx context.Context, client rueidis.CommandClient,
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *GCRAMultiScript) Call(keys GCRAMultiKeys, args GCRAMultiArgs) luart.Call {
-	v := make([]string, 0, 2+len(keys.States)+len(args.Limits))
+	v := make([]string, 0, 3+len(keys.States)+len(args.Limits))
 	v = append(v, keys.States...)
 	n := len(v)
-	v = append(v, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now))
+	v = append(v, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Each))
 	for _, x := range args.Limits {
 		v = append(v, luart.FormatInt(x))
 	}
@@ -409,13 +432,14 @@ func (s *GCRAMultiScript) Call(keys GCRAMultiKeys, args GCRAMultiArgs) luart.Cal
 // Decode reads the result of one call of this script as GCRAMultiResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *GCRAMultiScript) Decode(res rueidis.RedisResult) (GCRAMultiResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 5)
+	d := luart.NewListDecoder(&s.Script, res, 5)
 	r := GCRAMultiResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),
 		RetryAfter: d.Int(2, "retry_after"),
 		ResetAfter: d.Int(3, "reset_after"),
 		Limiting:   d.Int(4, "limiting"),
+		PerLimit:   d.Ints(5, "per_limit"),
 	}
 	if err := d.Err(); err != nil {
 		return GCRAMultiResult{}, err

@@ -31,9 +31,9 @@ func TestStateOfAnotherForm(t *testing.T) {
 	argv := func(script string, cost string, n int) []string {
 		switch script {
 		case "gcra_multi":
-			return append([]string{cost, now}, slices.Repeat([]string{"3", "1000000", "3"}, n)...)
+			return append([]string{cost, now, ""}, slices.Repeat([]string{"3", "1000000", "3"}, n)...)
 		case "sliding_window_multi":
-			return append([]string{cost, now}, slices.Repeat([]string{"3", "1000000"}, n)...)
+			return append([]string{cost, now, ""}, slices.Repeat([]string{"3", "1000000"}, n)...)
 		}
 		return nil
 	}

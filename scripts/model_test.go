@@ -49,10 +49,10 @@ type simCall struct {
 }
 
 // argv returns the call's ARGV at now: now is last, except for the
-// multi-limit scripts, which take cost, now, then the limits.
+// multi-limit scripts, which take cost, now, each (unset), then the limits.
 func (c simCall) argv(now int64) []string {
 	if c.limits != nil {
-		return append([]string{c.args[0], itoa(now)}, c.args[1:]...)
+		return append([]string{c.args[0], itoa(now), ""}, c.args[1:]...)
 	}
 	if c.full {
 		return append(slices.Clone(c.args), itoa(now), "")

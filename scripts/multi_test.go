@@ -56,9 +56,13 @@ func atoi(t testing.TB, s string) int64 {
 // their combination (allowed iff all admit; remaining the least; retry_after
 // -1 if any is -1, else the largest; reset_after the largest; limiting the
 // first to decide), and when all admit, the single script then charges every
-// twin key for real; otherwise each twin key is only peeked (cost 0). After
-// every call, each key of A must equal its twin in B: same fields, values
-// and TTL, and the same TTL written by the call.
+// twin key for real; otherwise each twin key is only peeked (cost 0). Half
+// the multi-limit calls set each: the reply then goes on with every
+// limit's remaining, retry_after and reset_after, which must be its single
+// script's (the final reply's remaining and reset_after, the trial's
+// retry_after when the call was denied, else 0). After every call, each
+// key of A must equal its twin in B: same fields, values and TTL, and the
+// same TTL written by the call.
 //
 // The run is seeded like TestModels (-seed); on the real server keys are
 // pinned as there (see rueidisBackend.pin).
@@ -206,15 +210,31 @@ func runMultiEqualsSingles(t *testing.T, b backend, pair multiPair, r *rand.Rand
 					written[j] = [2]int64{0, ttl[0]}
 				}
 				want := combine(trial, final, all)
+				// Half the calls ask for each limit's own results too:
+				// what its single script replied to what the call did (the
+				// charge, or a cost of 0 when another limit denied), with
+				// the limit's own retry_after.
+				each := r.Intn(2) == 0
+				eachArg := ""
+				if each {
+					eachArg = "1"
+					for k := range idx {
+						retry := int64(0)
+						if !all {
+							retry = trial[k][2]
+						}
+						want = append(want, final[k][1], retry, final[k][3])
+					}
+				}
 				var keys []string
-				args := []string{itoa(cost), itoa(now)}
+				args := []string{itoa(cost), itoa(now), eachArg}
 				for _, j := range idx {
 					keys = append(keys, keyA(j))
 					args = append(args, params[j]...)
 				}
 				got, ttls := eval(what, multi, keys, args)
 				if !slices.Equal(got, want) {
-					t.Fatalf("%s: %s replied %v; the single scripts give %v (each: %v, then %v)", what, pair.multi, got, want, trial, final)
+					t.Fatalf("%s: %s (each %v) replied %v; the single scripts give %v (each: %v, then %v)", what, pair.multi, each, got, want, trial, final)
 				}
 				for k, j := range idx {
 					written[j] = [2]int64{ttls[k], written[j][1]}

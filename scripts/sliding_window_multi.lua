@@ -20,12 +20,14 @@
 -- @key states...      one string "w:c:p" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
 -- @arg limits int...  limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's counts have left their windows
 -- @return limiting int      1-based position of the limit (its key) that decided
+-- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
 -- State: each key as in sliding_window, "w:c:p": the current window index,
 -- its count and the previous window's count. Each key gets its own TTL,
@@ -135,13 +137,13 @@ if n < 1 or n > 16 then
   local h = lib()
   return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
-if #ARGV ~= 2 + 2 * n then
+if #ARGV ~= 3 + 2 * n then
   local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return h.bad('want cost, now and 2 numbers (limit, period) per key: ' .. h.fmt(2 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
+  return h.bad('want cost, now, each and 2 numbers (limit, period) per key: ' .. h.fmt(3 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
 for i = 2, n do
   for j = 1, i - 1 do
@@ -155,14 +157,15 @@ end
 -- Arguments: the usual ARGV (each empty or decimal digits, every number in
 -- range) passes one check; anything else goes through int_arg, which
 -- accepts the same values and names the first bad one.
-local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+  and (each == '' or each == '0' or each == '1')
 local lim, per = {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+  local limit, period = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
   ok = limit and period and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and limit * period <= MAX
   lim[i], per[i] = limit, period
@@ -174,8 +177,12 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
+  each = ARGV[3]
+  if each ~= '' and each ~= '0' and each ~= '1' then
+    return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
+  end
   for i = 1, n do
-    local at = 2 + 2 * (i - 1)
+    local at = 3 + 2 * (i - 1)
     local name = 'limit ' .. h.fmt(i) .. ': '
     local limit, period
     limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
@@ -188,6 +195,7 @@ if not ok then
     lim[i], per[i] = limit, period
   end
 end
+each = each == '1'
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
@@ -196,7 +204,7 @@ end
 -- Evaluate every limit as sliding_window does on its key; one MGET reads
 -- them all (a key of another type reads as missing, as in sliding_window).
 local vals = redis.call('MGET', unpack(KEYS))
-local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
+local wins, curs, prevs, es, skews, waits = {}, {}, {}, {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -220,12 +228,12 @@ for i = 1, n do
     end
   end
   local e = at - win * period -- time elapsed in the current window
-  wins[i], curs[i], prevs[i], es[i], skews[i] = win, cur, prev, e, at - now
+  wins[i], curs[i], prevs[i], es[i], skews[i], waits[i] = win, cur, prev, e, at - now, 0
   if cost > limit then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed = 0
+    allowed, waits[i] = 0, -1
   elseif prev * (period - e) + (cur + cost) * period > limit * period then
     allowed = 0
     -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
@@ -250,6 +258,7 @@ for i = 1, n do
       end
     end
     w = w + at - now
+    waits[i] = w
     if retry ~= -1 and w > retry then
       retry, limiting = w, i
     end
@@ -259,6 +268,10 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
+local reply -- with each: the fixed elements, then 3 per limit
+if each then
+  reply = {0, 0, 0, 0, 0}
+end
 for i = 1, n do
   local limit, period, e, cur, prev = lim[i], per[i], es[i], curs[i], prevs[i]
   if wrote then
@@ -284,6 +297,9 @@ for i = 1, n do
   if life > reset then
     reset = life
   end
+  if each then
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = r, waits[i], life
+  end
   if wrote then
     -- The TTL goes with the value: in whole ms, at least 2 ms.
     local ms = floor((life + 999) / 1000)
@@ -294,5 +310,9 @@ for i = 1, n do
   elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
     lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
+end
+if each then
+  reply[1], reply[2], reply[3], reply[4], reply[5] = allowed, remaining, retry, reset, limiting
+  return reply
 end
 return {allowed, remaining, retry, reset, limiting}

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "e78af84022d3e80e485b15cc10dcfab500d38aa7"
+const SlidingWindowMultiSHA1 = "800039cdc7aaf593210a6006a93f16a69719d153"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -45,12 +45,14 @@ const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-w
 -- @key states...      one string "w:c:p" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
+-- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
 -- @arg limits int...  limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
 -- @return allowed bool
 -- @return remaining int     largest cost admitted right after this decision
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until every limit's counts have left their windows
 -- @return limiting int      1-based position of the limit (its key) that decided
+-- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
 -- State: each key as in sliding_window, "w:c:p": the current window index,
 -- its count and the previous window's count. Each key gets its own TTL,
@@ -160,13 +162,13 @@ if n < 1 or n > 16 then
   local h = lib()
   return h.bad('want 1 to 16 keys, one per limit, got ' .. h.fmt(n))
 end
-if #ARGV ~= 2 + 2 * n then
+if #ARGV ~= 3 + 2 * n then
   local h = lib()
   local keys = 'keys'
   if n == 1 then
     keys = 'key'
   end
-  return h.bad('want cost, now and 2 numbers (limit, period) per key: ' .. h.fmt(2 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
+  return h.bad('want cost, now, each and 2 numbers (limit, period) per key: ' .. h.fmt(3 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
 for i = 2, n do
   for j = 1, i - 1 do
@@ -180,14 +182,15 @@ end
 -- Arguments: the usual ARGV (each empty or decimal digits, every number in
 -- range) passes one check; anything else goes through int_arg, which
 -- accepts the same values and names the first bad one.
-local cost, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+  and (each == '' or each == '0' or each == '1')
 local lim, per = {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+  local limit, period = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
   ok = limit and period and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and limit * period <= MAX
   lim[i], per[i] = limit, period
@@ -199,8 +202,12 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
+  each = ARGV[3]
+  if each ~= '' and each ~= '0' and each ~= '1' then
+    return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
+  end
   for i = 1, n do
-    local at = 2 + 2 * (i - 1)
+    local at = 3 + 2 * (i - 1)
     local name = 'limit ' .. h.fmt(i) .. ': '
     local limit, period
     limit, err = h.int_arg(at + 1, name .. 'limit', 1, MAX)
@@ -213,6 +220,7 @@ if not ok then
     lim[i], per[i] = limit, period
   end
 end
+each = each == '1'
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
@@ -221,7 +229,7 @@ end
 -- Evaluate every limit as sliding_window does on its key; one MGET reads
 -- them all (a key of another type reads as missing, as in sliding_window).
 local vals = redis.call('MGET', unpack(KEYS))
-local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
+local wins, curs, prevs, es, skews, waits = {}, {}, {}, {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -245,12 +253,12 @@ for i = 1, n do
     end
   end
   local e = at - win * period -- time elapsed in the current window
-  wins[i], curs[i], prevs[i], es[i], skews[i] = win, cur, prev, e, at - now
+  wins[i], curs[i], prevs[i], es[i], skews[i], waits[i] = win, cur, prev, e, at - now, 0
   if cost > limit then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed = 0
+    allowed, waits[i] = 0, -1
   elseif prev * (period - e) + (cur + cost) * period > limit * period then
     allowed = 0
     -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
@@ -275,6 +283,7 @@ for i = 1, n do
       end
     end
     w = w + at - now
+    waits[i] = w
     if retry ~= -1 and w > retry then
       retry, limiting = w, i
     end
@@ -284,6 +293,10 @@ end
 -- Charge every limit when all of them admit; reply and set each key's TTL.
 local wrote = allowed == 1 and cost > 0
 local remaining, reset = -1, 0
+local reply -- with each: the fixed elements, then 3 per limit
+if each then
+  reply = {0, 0, 0, 0, 0}
+end
 for i = 1, n do
   local limit, period, e, cur, prev = lim[i], per[i], es[i], curs[i], prevs[i]
   if wrote then
@@ -309,6 +322,9 @@ for i = 1, n do
   if life > reset then
     reset = life
   end
+  if each then
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = r, waits[i], life
+  end
   if wrote then
     -- The TTL goes with the value: in whole ms, at least 2 ms.
     local ms = floor((life + 999) / 1000)
@@ -319,6 +335,10 @@ for i = 1, n do
   elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
     lib().expire_in(KEYS[i], life) -- repair a key found without TTL
   end
+end
+if each then
+  reply[1], reply[2], reply[3], reply[4], reply[5] = allowed, remaining, retry, reset, limiting
+  return reply
 end
 return {allowed, remaining, retry, reset, limiting}`
 
@@ -364,7 +384,9 @@ type SlidingWindowMultiArgs struct {
 	Cost int64
 	// Now is ARGV[2]: client clock in µs since the Unix epoch; Redis TIME when unset
 	Now *int64
-	// Limits is ARGV[3..n], zero or more: limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
+	// Each is ARGV[3]: also reply every limit's own remaining, retry_after and reset_after (per_limit)
+	Each *bool
+	// Limits is ARGV[4..n], zero or more: limit and period (µs) of each key's limit, in the order of the keys: 2 numbers per key, bounds as in sliding_window
 	Limits []int64
 }
 
@@ -380,6 +402,8 @@ type SlidingWindowMultiResult struct {
 	ResetAfter int64
 	// Limiting is reply element 5: 1-based position of the limit (its key) that decided
 	Limiting int64
+	// PerLimit is reply elements 6..n, zero or more: with each: remaining, retry_after and reset_after of every limit, in the order of the keys
+	PerLimit []int64
 }
 
 // Run executes the script with EVALSHA, sending it once with EVAL
@@ -391,10 +415,10 @@ func (s *SlidingWindowMultiScript) Run(ctx context.Context, client rueidis.Comma
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *SlidingWindowMultiScript) Call(keys SlidingWindowMultiKeys, args SlidingWindowMultiArgs) luart.Call {
-	v := make([]string, 0, 2+len(keys.States)+len(args.Limits))
+	v := make([]string, 0, 3+len(keys.States)+len(args.Limits))
 	v = append(v, keys.States...)
 	n := len(v)
-	v = append(v, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now))
+	v = append(v, luart.FormatInt(args.Cost), luart.FormatOptInt(args.Now), luart.FormatOptBool(args.Each))
 	for _, x := range args.Limits {
 		v = append(v, luart.FormatInt(x))
 	}
@@ -408,13 +432,14 @@ func (s *SlidingWindowMultiScript) Call(keys SlidingWindowMultiKeys, args Slidin
 // Decode reads the result of one call of this script as SlidingWindowMultiResult. Server
 // errors and replies of the wrong shape come back as *luart.Error.
 func (s *SlidingWindowMultiScript) Decode(res rueidis.RedisResult) (SlidingWindowMultiResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 5)
+	d := luart.NewListDecoder(&s.Script, res, 5)
 	r := SlidingWindowMultiResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),
 		RetryAfter: d.Int(2, "retry_after"),
 		ResetAfter: d.Int(3, "reset_after"),
 		Limiting:   d.Int(4, "limiting"),
+		PerLimit:   d.Ints(5, "per_limit"),
 	}
 	if err := d.Err(); err != nil {
 		return SlidingWindowMultiResult{}, err

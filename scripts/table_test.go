@@ -139,7 +139,7 @@ func (tb table) argvWith(s step, nowArg string) []string {
 		if !tb.multi(s) {
 			params = tb.limits[idx[0]]
 		} else {
-			args := []string{strconv.FormatInt(s.cost, 10), nowArg}
+			args := []string{strconv.FormatInt(s.cost, 10), nowArg, ""} // each unset
 			for _, j := range idx {
 				args = append(args, tb.limits[j]...)
 			}

@@ -37,6 +37,7 @@ func TestBadArguments(t *testing.T) {
 		{script: "fixed_window", args: []string{"3", "1000"}, msg: "cost is required"},
 		{script: "fixed_window", args: []string{"3", "1000", "-1"}, msg: "cost must be a non-negative decimal integer"},
 		{script: "fixed_window", args: []string{"3", "1000", "1", "soon"}, msg: `now must be a non-negative decimal integer, got "soon"`},
+		{script: "gcra_multi", args: []string{"1", now, "2", "10", "1000", "10"}, msg: `each must be 1, 0 or empty, got "2"`},
 		{script: "fixed_window", args: []string{"3", "1000", "1", "-5"}, msg: "now must be a non-negative decimal integer"},
 		{script: "sliding_log", args: []string{"3", "1000", "x", now}, msg: "cost must be a non-negative decimal integer"},
 		{script: "sliding_log", args: []string{"0", "1000", "1", now}, msg: "limit must be between 1"},
@@ -53,24 +54,24 @@ func TestBadArguments(t *testing.T) {
 		{script: "concurrency_acquire", args: []string{"0", "1000", "a", now}, msg: "limit must be between 1"},
 		{script: "concurrency_release", args: []string{"", now}, msg: "id must be 1 to 256 bytes"},
 		{script: "concurrency_release", args: []string{"a", "x"}, msg: "now must be a non-negative decimal integer"},
-		{script: "gcra_multi", args: []string{"1", now}, msg: "want 1 to 16 keys, one per limit, got 0", n: -1},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000"}, msg: "want cost, now and 3 numbers (limit, period, burst) per key: 5 arguments for 1 key, got 4"},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "5"}, msg: "5 arguments for 1 key, got 6"},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "5", "10", "5"}, msg: "11 arguments for 3 keys, got 8", n: 3},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "5", "10", "5"}, msg: "key 2 repeats key 1", n: 2, repeat: true},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "a", "10", "5"}, msg: `limit 2: limit must be a non-negative decimal integer, got "a"`, n: 2},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "0", "1000", "1"}, msg: "limit 2: limit must be between 1 and 4503599627370496, got 0", n: 2},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "5", "0", "1"}, msg: "limit 2: period must be between 1 and 1125899906842624, got 0", n: 2},
-		{script: "gcra_multi", args: []string{"1", now, "10", "1000", "10", "5", "10", ""}, msg: "limit 2: burst is required", n: 2},
-		{script: "gcra_multi", args: []string{"1", now, "1", "1125899906842624", "5"}, msg: "limit 1: burst*period/gcd(limit, period) must not exceed 4503599627370496"},
-		{script: "gcra_multi", args: []string{"-1", now, "10", "1000", "10"}, msg: "cost must be a non-negative decimal integer"},
-		{script: "gcra_multi", args: []string{"1", "soon", "10", "1000", "10"}, msg: `now must be a non-negative decimal integer, got "soon"`},
+		{script: "gcra_multi", args: []string{"1", now, ""}, msg: "want 1 to 16 keys, one per limit, got 0", n: -1},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000"}, msg: "want cost, now, each and 3 numbers (limit, period, burst) per key: 6 arguments for 1 key, got 5"},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "5"}, msg: "6 arguments for 1 key, got 7"},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "5", "10", "5"}, msg: "12 arguments for 3 keys, got 9", n: 3},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "5", "10", "5"}, msg: "key 2 repeats key 1", n: 2, repeat: true},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "a", "10", "5"}, msg: `limit 2: limit must be a non-negative decimal integer, got "a"`, n: 2},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "0", "1000", "1"}, msg: "limit 2: limit must be between 1 and 4503599627370496, got 0", n: 2},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "5", "0", "1"}, msg: "limit 2: period must be between 1 and 1125899906842624, got 0", n: 2},
+		{script: "gcra_multi", args: []string{"1", now, "", "10", "1000", "10", "5", "10", ""}, msg: "limit 2: burst is required", n: 2},
+		{script: "gcra_multi", args: []string{"1", now, "", "1", "1125899906842624", "5"}, msg: "limit 1: burst*period/gcd(limit, period) must not exceed 4503599627370496"},
+		{script: "gcra_multi", args: []string{"-1", now, "", "10", "1000", "10"}, msg: "cost must be a non-negative decimal integer"},
+		{script: "gcra_multi", args: []string{"1", "soon", "", "10", "1000", "10"}, msg: `now must be a non-negative decimal integer, got "soon"`},
 		{script: "gcra_multi", args: limitArgs(now, 17, "10", "1000", "10"), msg: "want 1 to 16 keys, one per limit, got 17", n: 17},
-		{script: "sliding_window_multi", args: []string{"1", now, "10", "1000", "10"}, msg: "want cost, now and 2 numbers (limit, period) per key: 4 arguments for 1 key, got 5"},
-		{script: "sliding_window_multi", args: []string{"1", now, "10", "1000", "0", "1000"}, msg: "limit 2: limit must be between 1", n: 2},
-		{script: "sliding_window_multi", args: []string{"1", now, "10", "1000", "10", "1000"}, msg: "key 2 repeats key 1", n: 2, repeat: true},
-		{script: "sliding_window_multi", args: []string{"1", now, "1000000", "10000000000"}, msg: "limit 1: limit*period must not exceed 4503599627370496"},
-		{script: "sliding_window_multi", args: []string{"1", "now", "10", "1000"}, msg: "now must be a non-negative decimal integer"},
+		{script: "sliding_window_multi", args: []string{"1", now, "", "10", "1000", "10"}, msg: "want cost, now, each and 2 numbers (limit, period) per key: 5 arguments for 1 key, got 6"},
+		{script: "sliding_window_multi", args: []string{"1", now, "", "10", "1000", "0", "1000"}, msg: "limit 2: limit must be between 1", n: 2},
+		{script: "sliding_window_multi", args: []string{"1", now, "", "10", "1000", "10", "1000"}, msg: "key 2 repeats key 1", n: 2, repeat: true},
+		{script: "sliding_window_multi", args: []string{"1", now, "", "1000000", "10000000000"}, msg: "limit 1: limit*period must not exceed 4503599627370496"},
+		{script: "sliding_window_multi", args: []string{"1", "now", "", "10", "1000"}, msg: "now must be a non-negative decimal integer"},
 		{script: "sliding_window_multi", args: limitArgs(now, 17, "10", "1000"), msg: "want 1 to 16 keys, one per limit, got 17", n: 17},
 	}
 	for _, b := range backends(t) {
@@ -112,7 +113,7 @@ func TestBadArguments(t *testing.T) {
 // limitArgs returns the ARGV of a multi-limit script for n limits of the
 // same numbers: cost 1, now, then the numbers n times.
 func limitArgs(now string, n int, numbers ...string) []string {
-	args := []string{"1", now}
+	args := []string{"1", now, ""}
 	for i := 0; i < n; i++ {
 		args = append(args, numbers...)
 	}
