@@ -217,7 +217,7 @@ end
 -- Evaluate every limit as gcra does on its key; one MGET reads them all (a
 -- key of another type reads as missing, as in gcra).
 local vals = redis.call('MGET', unpack(KEYS))
-local tat, rem, waits = {}, {}, {}
+local tat, rem = {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -238,16 +238,16 @@ for i = 1, n do
       end
     end
   end
-  tat[i], rem[i], waits[i] = t, r, 0
+  tat[i], rem[i] = t, r
   if cost > bur[i] then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed, waits[i] = 0, -1
+    allowed = 0
   else
     local wait = t - now - floor((bp[i] - cost * period - r) / limit)
     if wait > 0 then
-      allowed, waits[i] = 0, wait
+      allowed = 0
       if retry ~= -1 and wait > retry then
         retry, limiting = wait, i
       end
@@ -293,7 +293,18 @@ for i = 1, n do
     reset = life
   end
   if each then
-    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = rm, waits[i], life
+    -- This limit's own wait, from its state before the call (a charge
+    -- means every limit admitted: no wait).
+    local w = 0
+    if cost > bur[i] then
+      w = -1
+    elseif allowed == 0 then
+      w = tat[i] - now - floor((bp[i] - cost * period - rem[i]) / limit)
+      if w < 0 then
+        w = 0
+      end
+    end
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = rm, w, life
   end
   if wrote then
     -- The TTL goes with the value: until TAT, in whole ms, at least 2 ms.

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
-const SlidingWindowMultiSHA1 = "800039cdc7aaf593210a6006a93f16a69719d153"
+const SlidingWindowMultiSHA1 = "6116e95b86d4378c8cc3b13892fb78f3e7510c71"
 
 // slidingWindowMultiSource is sliding_window_multi.lua, byte for byte.
 const slidingWindowMultiSource = `-- SlidingWindowMulti checks several sliding-window-counter limits on one
@@ -229,7 +229,8 @@ end
 -- Evaluate every limit as sliding_window does on its key; one MGET reads
 -- them all (a key of another type reads as missing, as in sliding_window).
 local vals = redis.call('MGET', unpack(KEYS))
-local wins, curs, prevs, es, skews, waits = {}, {}, {}, {}, {}, {}
+local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
+local waits = each and {} -- with each: every limit's own wait (0 when it admits)
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
   local limit, period = lim[i], per[i]
@@ -253,12 +254,15 @@ for i = 1, n do
     end
   end
   local e = at - win * period -- time elapsed in the current window
-  wins[i], curs[i], prevs[i], es[i], skews[i], waits[i] = win, cur, prev, e, at - now, 0
+  wins[i], curs[i], prevs[i], es[i], skews[i] = win, cur, prev, e, at - now
   if cost > limit then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
-    allowed, waits[i] = 0, -1
+    allowed = 0
+    if each then
+      waits[i] = -1
+    end
   elseif prev * (period - e) + (cur + cost) * period > limit * period then
     allowed = 0
     -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
@@ -283,7 +287,9 @@ for i = 1, n do
       end
     end
     w = w + at - now
-    waits[i] = w
+    if each then
+      waits[i] = w
+    end
     if retry ~= -1 and w > retry then
       retry, limiting = w, i
     end
@@ -323,7 +329,7 @@ for i = 1, n do
     reset = life
   end
   if each then
-    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = r, waits[i], life
+    reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = r, waits[i] or 0, life
   end
   if wrote then
     -- The TTL goes with the value: in whole ms, at least 2 ms.
