@@ -1,13 +1,12 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // Decision is what the middleware decided for one request.
@@ -31,10 +30,9 @@ type Decision struct {
 	// policy.
 	Degraded bool
 
-	leases []lease
+	leases []ratepolicy.Lease[*http.Request]
 	err    error
-	checks []sluice.Check
-	batch  sluice.Decision
+	core   ratepolicy.Decision[*http.Request]
 }
 
 // Outcome is one policy's part of a Decision.
@@ -55,9 +53,8 @@ type Outcome struct {
 	// counted and logged, not enforced.
 	Shadow bool
 
-	p     *policy
-	key   string
-	asked bool // the Limiter answered for this policy
+	p   *policy
+	key string
 }
 
 // Violated returns the names of the enforced policies that denied.
@@ -77,163 +74,60 @@ func (d *Decision) Violated() []string {
 // never reused.
 var decisions = sync.Pool{New: func() any { return new(Decision) }}
 
-type lease struct {
-	policy *policy
-	lease  sluice.Lease
-}
-
 // applicable lists the policies for r in order: common, route, tier.
 func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
-	sets := [3][]*policy{m.base}
+	var rp []*policy
 	if route != "" && len(m.routes) > 0 {
 		var buf [128]byte
 		mr := append(append(append(buf[:0], r.Method...), ' '), route...)
 		if ps, ok := m.routes[string(mr)]; ok { // no copy: the conversion is only the map index
-			sets[1] = ps
+			rp = ps
 		} else if ps, ok := m.routes[route]; ok {
-			sets[1] = ps
+			rp = ps
 		}
 	}
-	if m.tier != nil && len(m.tiers) > 0 {
-		ps, ok := m.tiers[m.tier(r)]
-		if !ok {
-			ps = m.tiers[m.deftier]
-		}
-		sets[2] = ps
-	}
-	return sets
+	return m.eng.Applicable(r, rp)
 }
 
 // decide runs every applicable policy: one check per policy, all decided
-// by one Limiter.Decide, so a request costs one round trip when admitted,
-// two when denied (the denied request's charges are given back, and the
-// concurrency slots it took released), and none when an enforced policy's
-// denial is in the Limiter's denial cache.
+// by one Limiter.DecideInto (ratepolicy.Engine.Decide), so a request costs
+// one round trip when admitted, two when denied (the denied request's
+// charges are given back, and the concurrency slots it took released), and
+// none when an enforced policy's denial is in the Limiter's denial cache.
 //
 // routeOf, when not nil, looks the route up for a request that a policy
 // denied (enforced or shadow), which reports it; route is then "".
 func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
 	d := decisions.Get().(*Decision)
-	// A reused Decision keeps the arrays behind its Outcomes, checks and
-	// batch (appends overwrite whole elements); leases are new, as the
-	// deferred release of the request that had them may still be reading
-	// them.
-	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0], checks: d.checks[:0], batch: d.batch}
-	for _, set := range m.applicable(r, route) {
-		for _, p := range set {
-			k, ok := p.Key(r)
-			if !ok {
-				continue
-			}
-			cost := int64(1)
-			if p.Cost != nil && !p.conc {
-				cost = p.Cost(r)
-				if cost < 0 {
-					d.err = fmt.Errorf("httplimit: policy %q: negative cost %d", p.Policy.Name, cost)
-					return d
-				}
-			}
-			shadow := m.shadow || p.Shadow
-			id := boundKey(k)
-			d.Outcomes = append(d.Outcomes, Outcome{Policy: p.Policy.Name, Limit: p.Limit, Cost: cost, Shadow: shadow, p: p, key: id})
-			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: p.Limit, Cost: cost, Shadow: shadow})
-		}
+	// A reused Decision keeps the arrays behind its Outcomes and its
+	// batch; leases are new, as the deferred release of the request that
+	// had them may still be reading them.
+	d.core.Reset()
+	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0], core: d.core}
+	c := &d.core
+	if err := m.eng.Decide(r.Context(), r, m.applicable(r, route), false, c); err != nil {
+		d.err = err
+		return d
 	}
-	if len(d.checks) > 0 {
-		if err := m.lim.DecideInto(r.Context(), &d.batch, d.checks...); err != nil {
-			d.err = err
-			return d
-		}
-		all := true
-		for i := range d.Outcomes {
-			o := &d.Outcomes[i]
-			if o.asked = d.batch.Asked(i); !o.asked {
-				all = false
-				continue
-			}
-			o.Result = d.batch.Results[i]
-			o.Denied = !o.Result.Allowed
-			if l := d.batch.Leases[i]; l.ID != "" {
-				d.leases = append(d.leases, lease{o.p, l})
-			}
-		}
-		// Policies a cached denial left unasked have nothing to report.
-		if !all {
-			d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome) bool { return !o.asked })
-		}
+	if routeOf != nil && c.AnyDenied() {
+		d.Route = routeOf(r)
 	}
-	if routeOf != nil {
-		for i := range d.Outcomes {
-			if d.Outcomes[i].Denied {
-				d.Route = routeOf(r)
-				break
-			}
-		}
+	m.eng.Settle(r.Context(), c, d.Route)
+	for i := range c.Outcomes {
+		o := &c.Outcomes[i]
+		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.P.Limit, Result: o.Result, Cost: o.Cost,
+			Denied: o.Denied, Shadow: o.Shadow, p: o.P, key: o.Key})
 	}
-	m.settle(r, d)
+	d.leases, d.Degraded = c.Leases, c.Degraded
+	if c.Denied {
+		d.Status = http.StatusTooManyRequests
+		if c.Unavailable {
+			d.Status = http.StatusServiceUnavailable
+		}
+		d.RetryAfter = time.Duration(c.Wait) * time.Second
+	}
 	return d
 }
 
-// denied reports whether an enforced policy denied.
-func (d *Decision) denied() bool {
-	for _, o := range d.Outcomes {
-		if o.Denied && !o.Shadow {
-			return true
-		}
-	}
-	return false
-}
-
-// settle sets Status, RetryAfter and Degraded, logs shadow denials and
-// records metrics.
-func (m *Middleware) settle(r *http.Request, d *Decision) {
-	onlyDegraded := true
-	var wait int64
-	for i := range d.Outcomes {
-		o := &d.Outcomes[i]
-		if o.Result.Degraded {
-			d.Degraded = true
-		}
-		m.metrics.record(r.Context(), o)
-		if !o.Denied {
-			continue
-		}
-		if o.Shadow {
-			m.log.Info("httplimit: shadow policy would deny", "policy", o.Policy, "route", d.Route,
-				"retry_after", o.Result.RetryAfter)
-			continue
-		}
-		if !o.Result.Degraded {
-			onlyDegraded = false
-		}
-		wait = max(wait, resetSeconds(o))
-	}
-	if !d.denied() {
-		return
-	}
-	d.Status = http.StatusTooManyRequests
-	if onlyDegraded && m.lim.FailurePolicy() == sluice.FailClosed {
-		// Denied only because Redis is unavailable and the Limiter fails
-		// closed; a FailLocal denial is a quota decision (429).
-		d.Status = http.StatusServiceUnavailable
-	}
-	d.RetryAfter = time.Duration(max(wait, 1)) * time.Second
-}
-
-// resetSeconds is the t parameter of o: on a denial the whole seconds until
-// the same cost is admitted (the window w when it never fits); otherwise
-// until the quota is whole again (ResetAfter). Concurrency policies that
-// admitted report no t (-1): when a slot frees is not known.
-func resetSeconds(o *Outcome) int64 {
-	res := o.Result
-	switch {
-	case o.Denied && res.RetryAfter == sluice.RetryNever:
-		return max(o.p.window, 1)
-	case o.Denied:
-		return max(ceilSeconds(res.RetryAfter), 1)
-	case o.p.conc:
-		return -1
-	default:
-		return ceilSeconds(res.ResetAfter)
-	}
-}
+// resetSeconds is the t parameter of o (ratepolicy.ResetSecondsOf).
+func resetSeconds(o *Outcome) int64 { return ratepolicy.ResetSecondsOf(o.p, o.Result, o.Denied) }

@@ -1,14 +1,12 @@
 package httplimit
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // The canonical forms (http.CanonicalHeaderKey) of the header names
@@ -68,16 +66,13 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 			}
 		}
 		if len(d.Outcomes) == 1 && pks == nil {
-			policy = d.Outcomes[0].p.item
+			policy = d.Outcomes[0].p.Item
 		} else {
 			for i := range d.Outcomes {
 				if i > 0 {
 					b = append(b, ", "...)
 				}
-				b = append(b, d.Outcomes[i].p.item...)
-				if pks != nil {
-					b = append(b, pks[i]...)
-				}
+				b = ratepolicy.AppendPolicyItem(b, d.Outcomes[i].p, pk(pks, i))
 			}
 		}
 		ends[e], e = len(b), e+1
@@ -86,16 +81,7 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, o.p.name...)
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, max(o.Result.Remaining, 0), 10)
-			if t := resetSeconds(o); t >= 0 {
-				b = append(b, ";t="...)
-				b = strconv.AppendInt(b, t, 10)
-			}
-			if pks != nil {
-				b = append(b, pks[i]...)
-			}
+			b = ratepolicy.AppendRateLimitItem(b, o.p, o.Result, o.Denied, pk(pks, i))
 		}
 		ends[e], e = len(b), e+1
 	}
@@ -185,13 +171,13 @@ func binding(d *Decision) *Outcome {
 
 // partitionKey returns ";pk=:BASE64:" for o, or "" without a secret.
 func (m *Middleware) partitionKey(o *Outcome) string {
-	if m.secret == nil {
+	return ratepolicy.PartitionKey(m.secret, o.Policy, o.key)
+}
+
+// pk is pks[i], or "" when pks is nil.
+func pk(pks []string, i int) string {
+	if pks == nil {
 		return ""
 	}
-	mac := hmac.New(sha256.New, m.secret)
-	mac.Write([]byte(o.Policy))
-	mac.Write([]byte{0})
-	mac.Write([]byte(o.key))
-	sum := mac.Sum(nil)
-	return ";pk=:" + base64.StdEncoding.EncodeToString(sum[:12]) + ":"
+	return pks[i]
 }

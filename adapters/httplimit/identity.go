@@ -2,12 +2,9 @@ package httplimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
-	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // A KeyFunc names the identity a request is counted against. It returns
@@ -25,55 +22,18 @@ type KeyFunc func(r *http.Request) (key string, ok bool)
 // MaxKeyLen is the longest key passed to the Limiter. A longer key, or one
 // that starts with '#', is replaced by '#' and the hex SHA-256 of its bytes
 // (65 bytes), so a literal key and a hashed one never meet.
-const MaxKeyLen = 128
-
-// boundKey applies MaxKeyLen.
-func boundKey(k string) string {
-	if len(k) <= MaxKeyLen && !strings.HasPrefix(k, "#") {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "#" + hex.EncodeToString(sum[:])
-}
-
-// maxLiteral is the longest subject kept readable inside a key.
-const maxLiteral = 96
-
-// tagged returns kind:value for short printable UTF-8 values and
-// kind#SHA256HEX for anything else, so two values never share a key and
-// every key is at most len(kind)+65 bytes.
-func tagged(kind, v string) string {
-	if len(v) <= maxLiteral && utf8.ValidString(v) && !hasControl(v) {
-		return kind + ":" + v
-	}
-	sum := sha256.Sum256([]byte(v))
-	return kind + "#" + hex.EncodeToString(sum[:])
-}
-
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
-			return true
-		}
-	}
-	return false
-}
-
-type subjectKey struct{}
+const MaxKeyLen = ratepolicy.MaxKeyLen
 
 // WithSubject returns a context carrying the verified subject of a request
 // (a user or service ID). Call it from the authentication middleware that
 // verified the credential (a JWT's signature and expiry, a session), never
 // from code that merely decoded one: Subject trusts whatever is here.
 func WithSubject(ctx context.Context, subject string) context.Context {
-	return context.WithValue(ctx, subjectKey{}, subject)
+	return ratepolicy.WithSubject(ctx, subject)
 }
 
 // SubjectFrom returns the subject stored by WithSubject.
-func SubjectFrom(ctx context.Context) (string, bool) {
-	s, ok := ctx.Value(subjectKey{}).(string)
-	return s, ok && s != ""
-}
+func SubjectFrom(ctx context.Context) (string, bool) { return ratepolicy.SubjectFrom(ctx) }
 
 // Subject keys a request by the verified subject in its context (see
 // WithSubject): "sub:SUBJECT", or "sub#SHA256" for subjects longer than 96
@@ -85,7 +45,7 @@ func Subject() KeyFunc {
 		if !ok {
 			return "", false
 		}
-		return tagged("sub", s), true
+		return ratepolicy.SubjectKey(s)
 	}
 }
 
@@ -95,10 +55,10 @@ func Subject() KeyFunc {
 func SubjectFunc(f func(*http.Request) (string, bool)) KeyFunc {
 	return func(r *http.Request) (string, bool) {
 		s, ok := f(r)
-		if !ok || s == "" {
+		if !ok {
 			return "", false
 		}
-		return tagged("sub", s), true
+		return ratepolicy.SubjectKey(s)
 	}
 }
 
@@ -111,72 +71,25 @@ func SubjectFunc(f func(*http.Request) (string, bool)) KeyFunc {
 func APIKey(header string) KeyFunc {
 	header = http.CanonicalHeaderKey(header)
 	return func(r *http.Request) (string, bool) {
-		v := strings.TrimSpace(r.Header.Get(header))
-		if v == "" {
-			return "", false
-		}
-		sum := sha256.Sum256([]byte(v))
-		return "key:" + hex.EncodeToString(sum[:16]), true
+		return ratepolicy.APIKeyKey(r.Header.Get(header))
 	}
 }
 
 // Constant keys every request by the same name: one quota shared by all
 // clients (a global ceiling in front of a fragile backend).
 func Constant(name string) KeyFunc {
-	k := tagged("all", name)
+	k := ratepolicy.ConstantKey(name)
 	return func(*http.Request) (string, bool) { return k, true }
 }
 
 // Join keys a request by several identities at once (tenant and route,
 // subject and API key). It answers only when every part answers. Parts are
 // length-prefixed, so ("a|b", "c") and ("a", "b|c") stay distinct.
-func Join(parts ...KeyFunc) KeyFunc {
-	parts = compact(parts)
-	return func(r *http.Request) (string, bool) {
-		if len(parts) == 0 {
-			return "", false
-		}
-		var b strings.Builder
-		for i, p := range parts {
-			k, ok := p(r)
-			if !ok {
-				return "", false
-			}
-			k = boundKey(k)
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			b.WriteString(strconv.Itoa(len(k)))
-			b.WriteByte('=')
-			b.WriteString(k)
-		}
-		return boundKey(b.String()), true
-	}
-}
+func Join(parts ...KeyFunc) KeyFunc { return ratepolicy.Join(parts...) }
 
 // FirstOf returns the key of the first KeyFunc that answers: FirstOf(Subject(),
 // APIKey("X-API-Key"), ip) keys signed-in users by subject, other API
 // clients by key, and everyone else by address. Because the built-in
 // KeyFuncs prefix their keys by kind (sub:, key:, ip:), a subject can never
 // take the quota of an address that happens to spell the same.
-func FirstOf(chain ...KeyFunc) KeyFunc {
-	chain = compact(chain)
-	return func(r *http.Request) (string, bool) {
-		for _, f := range chain {
-			if k, ok := f(r); ok {
-				return k, true
-			}
-		}
-		return "", false
-	}
-}
-
-func compact(fs []KeyFunc) []KeyFunc {
-	out := make([]KeyFunc, 0, len(fs))
-	for _, f := range fs {
-		if f != nil {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func FirstOf(chain ...KeyFunc) KeyFunc { return ratepolicy.FirstOf(chain...) }

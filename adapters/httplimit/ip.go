@@ -2,49 +2,29 @@ package httplimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
+
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // ProxyHeader names the header a trusted proxy writes the client address
 // into.
-type ProxyHeader int
+type ProxyHeader = ratepolicy.ProxyHeader
 
 const (
 	// NoProxyHeader (the default) ignores every forwarding header: the
 	// client is the peer of the TCP connection (Request.RemoteAddr).
-	NoProxyHeader ProxyHeader = iota
+	NoProxyHeader = ratepolicy.NoProxyHeader
 	// XForwardedFor reads X-Forwarded-For.
-	XForwardedFor
+	XForwardedFor = ratepolicy.XForwardedFor
 	// Forwarded reads the RFC 7239 Forwarded header's for= parameters.
-	Forwarded
+	Forwarded = ratepolicy.Forwarded
 )
-
-// maxHops is the most forwarding hops examined, from the right. A chain
-// with more trusted hops than this falls back to the last one examined.
-const maxHops = 32
 
 // IPOptions configures IP. The zero value keys by the connection's peer
 // address, with IPv6 addresses grouped by /64.
-type IPOptions struct {
-	// Header is the forwarding header to read (default NoProxyHeader). It
-	// is read only when the peer is in TrustedProxies.
-	Header ProxyHeader
-	// TrustedProxies are the addresses (192.0.2.7) and CIDR prefixes
-	// (10.0.0.0/8, fd00::/8) of your own proxies and load balancers. A
-	// request whose peer is not among them is keyed by the peer, whatever
-	// its headers say. Header without TrustedProxies is an error.
-	TrustedProxies []string
-	// IPv6Prefix is the prefix length IPv6 clients are grouped by (default
-	// 64: one customer network; 128 keys each address). An IPv6 client can
-	// change the low 64 bits of its address at will.
-	IPv6Prefix int
-	// IPv4Prefix is the prefix length IPv4 clients are grouped by (default
-	// 32: each address).
-	IPv4Prefix int
-}
+type IPOptions = ratepolicy.IPOptions
 
 // IP returns a KeyFunc keying requests by client address: "ip:192.0.2.1"
 // or, grouped, "ip:2001:db8:1:2::/64". IPv4-mapped IPv6 addresses count as
@@ -63,11 +43,28 @@ type IPOptions struct {
 // adapters do so when asked to use their framework's resolver) takes the
 // place of all of this.
 func IP(opts IPOptions) (KeyFunc, error) {
-	res, err := newIPResolver(opts)
+	res, err := ratepolicy.NewResolver("httplimit", opts)
 	if err != nil {
 		return nil, err
 	}
-	return res.key, nil
+	header := "X-Forwarded-For"
+	if res.Header() == Forwarded {
+		header = "Forwarded"
+	}
+	return func(r *http.Request) (string, bool) {
+		if a, ok := ClientIPFrom(r.Context()); ok {
+			return res.Key(a), true
+		}
+		peer, ok := ratepolicy.ParseRemoteAddr(r.RemoteAddr)
+		if !ok {
+			return "", false
+		}
+		var lines []string
+		if res.ReadsHeader(peer) {
+			lines = r.Header.Values(header)
+		}
+		return res.Key(res.Client(peer, lines)), true
+	}, nil
 }
 
 // RemoteIP is IP with the zero IPOptions: the peer address, IPv6 by /64.
@@ -76,297 +73,13 @@ func RemoteIP() KeyFunc {
 	return k
 }
 
-type ipResolver struct {
-	header  ProxyHeader
-	trusted []netip.Prefix
-	v4, v6  int
-}
-
-func newIPResolver(o IPOptions) (*ipResolver, error) {
-	res := &ipResolver{header: o.Header, v4: o.IPv4Prefix, v6: o.IPv6Prefix}
-	if res.v4 == 0 {
-		res.v4 = 32
-	}
-	if res.v6 == 0 {
-		res.v6 = 64
-	}
-	if res.v4 < 1 || res.v4 > 32 {
-		return nil, fmt.Errorf("httplimit: IPv4Prefix %d: want 1 to 32", o.IPv4Prefix)
-	}
-	if res.v6 < 1 || res.v6 > 128 {
-		return nil, fmt.Errorf("httplimit: IPv6Prefix %d: want 1 to 128", o.IPv6Prefix)
-	}
-	switch o.Header {
-	case NoProxyHeader, XForwardedFor, Forwarded:
-	default:
-		return nil, fmt.Errorf("httplimit: unknown ProxyHeader %d", int(o.Header))
-	}
-	for _, s := range o.TrustedProxies {
-		p, err := parsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
-		}
-		res.trusted = append(res.trusted, p)
-	}
-	if o.Header != NoProxyHeader && len(res.trusted) == 0 {
-		return nil, fmt.Errorf("httplimit: a proxy header needs TrustedProxies: without them every client could choose its own address")
-	}
-	return res, nil
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if p.Addr().Is4In6() {
-			bits := p.Bits() - 96
-			if bits < 0 {
-				return netip.Prefix{}, fmt.Errorf("IPv4-mapped prefix shorter than /96")
-			}
-			p = netip.PrefixFrom(p.Addr().Unmap(), bits)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a = norm(a)
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-func norm(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
-
-func (res *ipResolver) isTrusted(a netip.Addr) bool {
-	for _, p := range res.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-func (res *ipResolver) key(r *http.Request) (string, bool) {
-	a, ok := res.clientAddr(r)
-	if !ok {
-		return "", false
-	}
-	return res.format(a), true
-}
-
-func (res *ipResolver) format(a netip.Addr) string {
-	bits := res.v6
-	if a.Is4() {
-		bits = res.v4
-	}
-	// One allocation: the key is built on the stack and copied once.
-	var buf [64]byte
-	b := append(buf[:0], "ip:"...)
-	if bits == a.BitLen() {
-		b = a.AppendTo(b)
-	} else {
-		p, _ := a.Prefix(bits)
-		b = p.AppendTo(b)
-	}
-	return string(b)
-}
-
-// clientAddr applies the trust rules of IP.
-func (res *ipResolver) clientAddr(r *http.Request) (netip.Addr, bool) {
-	if a, ok := ClientIPFrom(r.Context()); ok {
-		return a, true
-	}
-	peer, ok := parseRemoteAddr(r.RemoteAddr)
-	if !ok {
-		return netip.Addr{}, false
-	}
-	if res.header == NoProxyHeader || !res.isTrusted(peer) {
-		return peer, true
-	}
-	var hops []string
-	if res.header == XForwardedFor {
-		hops = lastXFFHops(r.Header.Values("X-Forwarded-For"), maxHops)
-	} else {
-		hops = lastForwardedFor(r.Header.Values("Forwarded"), maxHops)
-	}
-	last := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, ok := parseHop(hops[i])
-		if !ok {
-			return last, true
-		}
-		if !res.isTrusted(a) {
-			return a, true
-		}
-		last = a
-	}
-	return last, true
-}
-
-// parseRemoteAddr reads Request.RemoteAddr: "host:port", "[v6]:port" or a
-// bare address.
-func parseRemoteAddr(s string) (netip.Addr, bool) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return norm(ap.Addr()), true
-	}
-	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
-		return norm(a), true
-	}
-	return netip.Addr{}, false
-}
-
-// parseHop reads one forwarding hop: an address, optionally bracketed (IPv6)
-// and optionally with a port. Anything else ("unknown", "_hidden", names,
-// garbage) is not an address.
-func parseHop(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 64 {
-		return netip.Addr{}, false
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return norm(a), true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return norm(ap.Addr()), true
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
-			return norm(a), true
-		}
-	}
-	return netip.Addr{}, false
-}
-
-// lastXFFHops returns at most n entries from the right end of the merged
-// X-Forwarded-For lines (several lines form one list, in order). It walks
-// from the right, so a huge header costs only the bytes of the last n hops.
-func lastXFFHops(lines []string, n int) []string {
-	var rev []string
-	for li := len(lines) - 1; li >= 0 && len(rev) < n; li-- {
-		h := lines[li]
-		for len(rev) < n {
-			i := strings.LastIndexByte(h, ',')
-			rev = append(rev, strings.TrimSpace(h[i+1:]))
-			if i < 0 {
-				break
-			}
-			h = h[:i]
-		}
-	}
-	out := make([]string, len(rev))
-	for i, v := range rev {
-		out[len(rev)-1-i] = v
-	}
-	return out
-}
-
-// lastForwardedFor returns the for= values of the last n elements of the
-// RFC 7239 Forwarded lines, left to right. An element without a for=
-// parameter, or one that cannot be parsed, yields "" (a malformed hop).
-// It scans once and keeps only n values, so a huge header costs time
-// linear in its length and no more memory than n hops.
-func lastForwardedFor(lines []string, n int) []string {
-	ring := make([]string, 0, n)
-	total := 0
-	for _, line := range lines {
-		eachQuoted(line, ',', func(elem string) bool {
-			v := forwardedFor(elem)
-			if len(ring) < n {
-				ring = append(ring, v)
-			} else {
-				ring[total%n] = v
-			}
-			total++
-			return true
-		})
-	}
-	if total <= n {
-		return ring
-	}
-	out := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		out = append(out, ring[(total+i)%n])
-	}
-	return out
-}
-
-// forwardedFor returns the value of the for= parameter of one Forwarded
-// element, unquoted, or "" when it has none or is malformed.
-func forwardedFor(elem string) string {
-	found, bad := "", false
-	eachQuoted(elem, ';', func(pair string) bool {
-		pair = strings.TrimSpace(pair)
-		eq := strings.IndexByte(pair, '=')
-		if eq <= 0 {
-			bad = true
-			return false
-		}
-		if !strings.EqualFold(strings.TrimSpace(pair[:eq]), "for") {
-			return true
-		}
-		v := strings.TrimSpace(pair[eq+1:])
-		if strings.HasPrefix(v, `"`) {
-			if len(v) < 2 || !strings.HasSuffix(v, `"`) || strings.ContainsAny(v[1:len(v)-1], `"\`) {
-				bad = true
-				return false
-			}
-			v = v[1 : len(v)-1]
-		}
-		if v == "" || found != "" { // empty, or for= given twice
-			bad = true
-			return false
-		}
-		found = v
-		return true
-	})
-	if bad {
-		return ""
-	}
-	return found
-}
-
-// eachQuoted calls f with each part of s split at sep outside
-// double-quoted strings, until f returns false. An unterminated quote
-// keeps the rest as one part.
-func eachQuoted(s string, sep byte, f func(string) bool) {
-	inQuote, escaped, start := false, false, 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case escaped:
-			escaped = false
-		case inQuote && c == '\\':
-			escaped = true
-		case c == '"':
-			inQuote = !inQuote
-		case c == sep && !inQuote:
-			if !f(s[start:i]) {
-				return
-			}
-			start = i + 1
-		}
-	}
-	f(s[start:])
-}
-
-type clientIPKey struct{}
-
 // WithClientIP returns a context carrying a client address resolved by
 // other trusted code (a framework's own client-IP resolver, configured with
 // your proxies). IP KeyFuncs use it instead of RemoteAddr and forwarding
 // headers. Never store an address taken from a request header unchecked.
 func WithClientIP(ctx context.Context, a netip.Addr) context.Context {
-	return context.WithValue(ctx, clientIPKey{}, a)
+	return ratepolicy.WithClientIP(ctx, a)
 }
 
 // ClientIPFrom returns the address stored by WithClientIP, normalised.
-func ClientIPFrom(ctx context.Context) (netip.Addr, bool) {
-	a, ok := ctx.Value(clientIPKey{}).(netip.Addr)
-	if !ok || !a.IsValid() {
-		return netip.Addr{}, false
-	}
-	return norm(a), true
-}
+func ClientIPFrom(ctx context.Context) (netip.Addr, bool) { return ratepolicy.ClientIPFrom(ctx) }

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // HeaderMode chooses the rate-limit headers written on every response.
@@ -93,21 +93,15 @@ type Config struct {
 // Middleware applies a Config to HTTP requests. It is safe for concurrent
 // use. Handler and Wrap serve net/http; the framework adapters call Serve.
 type Middleware struct {
-	lim     *sluice.Limiter
-	base    []*policy
+	eng     *ratepolicy.Engine[*http.Request]
 	routes  map[string][]*policy
-	tiers   map[string][]*policy
-	tier    func(*http.Request) string
-	deftier string
 	exempt  func(*http.Request, string) bool
-	shadow  bool
 	headers HeaderMode
 	secret  []byte
 	degHdr  string // canonical
 	deny    func(http.ResponseWriter, *http.Request, *Decision)
 	log     *slog.Logger
 	clock   func() time.Time
-	metrics *metrics
 }
 
 // ErrConfig means New was given a Config it cannot use; the wrapping error
@@ -129,11 +123,12 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.DegradedHeader != "" && !validHeaderName(cfg.DegradedHeader) {
 		return bad(fmt.Errorf("httplimit: DegradedHeader %q is not a header name", cfg.DegradedHeader))
 	}
+	if _, ok := cfg.Routes[""]; ok {
+		return bad(errors.New(`httplimit: Routes has an empty route template`))
+	}
 	m := &Middleware{
-		lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, exempt: cfg.Exempt,
-		shadow: cfg.Shadow, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
+		exempt: cfg.Exempt, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
 		degHdr: http.CanonicalHeaderKey(cfg.DegradedHeader), deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
-		routes: map[string][]*policy{}, tiers: map[string][]*policy{},
 	}
 	if m.deny == nil {
 		m.deny = func(w http.ResponseWriter, r *http.Request, d *Decision) { WriteProblem(w, d.Problem(r)) }
@@ -144,66 +139,20 @@ func New(cfg Config) (*Middleware, error) {
 	if m.clock == nil {
 		m.clock = time.Now
 	}
-	var err error
-	if m.base, err = compileAll(cfg.Policies, "Policies"); err != nil {
+	eng, err := ratepolicy.New(ratepolicy.Config[*http.Request]{
+		Pkg: "httplimit", Limiter: cfg.Limiter,
+		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Routes), RoutesField: "Routes",
+		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
+		Shadow: cfg.Shadow, Logger: m.log, RouteAttr: "route",
+		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/httplimit",
+			Name: "sluice.http.decisions", Description: "Rate-limit decisions on HTTP requests, per policy and outcome.",
+			OutcomeAttr: "sluice.http.outcome"},
+	})
+	if err != nil {
 		return bad(err)
 	}
-	if err := checkDistinct(m.base); err != nil {
-		return bad(err)
-	}
-	n := len(m.base)
-	for route, ps := range cfg.Routes {
-		if route == "" {
-			return bad(errors.New(`httplimit: Routes has an empty route template`))
-		}
-		if m.routes[route], err = compileAll(ps, fmt.Sprintf("Routes[%q]", route)); err != nil {
-			return bad(err)
-		}
-		if err := checkDistinct(m.base, m.routes[route]); err != nil {
-			return bad(err)
-		}
-		n += len(ps)
-	}
-	if len(cfg.Tiers) > 0 {
-		if cfg.Tier == nil {
-			return bad(errors.New("httplimit: Tiers without a Tier func"))
-		}
-		if _, ok := cfg.Tiers[cfg.DefaultTier]; !ok {
-			return bad(fmt.Errorf("httplimit: DefaultTier %q is not one of Tiers", cfg.DefaultTier))
-		}
-	}
-	for name, ps := range cfg.Tiers {
-		if m.tiers[name], err = compileAll(ps, fmt.Sprintf("Tiers[%q]", name)); err != nil {
-			return bad(err)
-		}
-		if err := checkDistinct(m.base, m.tiers[name]); err != nil {
-			return bad(err)
-		}
-		for _, rp := range m.routes {
-			if err := checkDistinct(m.base, rp, m.tiers[name]); err != nil {
-				return bad(err)
-			}
-		}
-		n += len(ps)
-	}
-	if n == 0 {
-		return bad(errors.New("httplimit: no policies"))
-	}
-	if m.metrics, err = newMetrics(cfg.MeterProvider, m.allPolicies()); err != nil {
-		return bad(err)
-	}
+	m.eng, m.routes = eng, eng.Routes()
 	return m, nil
-}
-
-func (m *Middleware) allPolicies() []*policy {
-	all := append([]*policy(nil), m.base...)
-	for _, ps := range m.routes {
-		all = append(all, ps...)
-	}
-	for _, ps := range m.tiers {
-		all = append(all, ps...)
-	}
-	return all
 }
 
 // ExemptRoutes returns a Config.Exempt func exempting the given routes,
@@ -321,12 +270,6 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 	WriteProblem(w, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status})
 }
 
-func (m *Middleware) release(r *http.Request, leases []lease) {
-	ctx := context.WithoutCancel(r.Context())
-	for _, l := range leases {
-		if err := m.lim.Release(ctx, l.lease); err != nil {
-			m.log.Warn("httplimit: concurrency slot not released; it frees itself when its lease expires",
-				"policy", l.policy.Policy.Name, "err", err)
-		}
-	}
+func (m *Middleware) release(r *http.Request, leases []ratepolicy.Lease[*http.Request]) {
+	m.eng.Release(r.Context(), leases)
 }

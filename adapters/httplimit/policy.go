@@ -1,13 +1,10 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
-	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // A CostFunc weighs a request: how many units of a policy's quota it
@@ -40,95 +37,29 @@ type Policy struct {
 	Shadow bool
 }
 
-// policy is a validated Policy with its header text prepared.
-type policy struct {
-	Policy
-	name   string // sf-String serialisation, quotes included
-	item   string // RateLimit-Policy item without pk
-	window int64  // w in seconds (0 for concurrency)
-	conc   bool
-}
+// policy is a validated Policy with its header text prepared: the policy
+// model shared with the gRPC adapter.
+type policy = ratepolicy.Compiled[*http.Request]
 
-func compile(p Policy, where string) (*policy, error) {
-	if err := p.Limit.Validate(); err != nil {
-		return nil, fmt.Errorf("httplimit: %s: %w", where, err)
+// shared turns ps into the shared model's policies.
+func shared(ps []Policy) []ratepolicy.Policy[*http.Request] {
+	if ps == nil {
+		return nil
 	}
-	if p.Key == nil {
-		return nil, fmt.Errorf("httplimit: %s: policy %q has no Key", where, p.Name)
-	}
-	if p.Name == "" {
-		p.Name = p.Limit.Name
-	}
-	if !validPolicyName(p.Name) {
-		return nil, fmt.Errorf("httplimit: %s: policy name %q: want 1 to 64 printable ASCII characters", where, p.Name)
-	}
-	c := &policy{Policy: p, name: sfString(p.Name), conc: p.Limit.Algorithm == sluice.AlgConcurrency}
-	if c.conc {
-		c.item = c.name + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + `;qu="concurrent-requests"`
-	} else {
-		c.window = ceilSeconds(p.Limit.Period)
-		c.item = c.name + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + ";w=" + strconv.FormatInt(c.window, 10)
-	}
-	return c, nil
-}
-
-func compileAll(ps []Policy, where string) ([]*policy, error) {
-	out := make([]*policy, 0, len(ps))
+	out := make([]ratepolicy.Policy[*http.Request], len(ps))
 	for i, p := range ps {
-		c, err := compile(p, fmt.Sprintf("%s[%d]", where, i))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+		out[i] = ratepolicy.Policy[*http.Request]{Name: p.Name, Limit: p.Limit, Key: p.Key, Cost: p.Cost, Shadow: p.Shadow}
 	}
-	return out, nil
+	return out
 }
 
-// checkDistinct fails when two policies that can apply to the same request
-// share a name: headers and problem bodies tell policies apart by name.
-func checkDistinct(sets ...[]*policy) error {
-	var seen []string
-	for _, set := range sets {
-		for _, p := range set {
-			if slices.Contains(seen, p.Policy.Name) {
-				return fmt.Errorf("httplimit: two policies named %q can apply to one request", p.Policy.Name)
-			}
-			seen = append(seen, p.Policy.Name)
-		}
+func sharedMap(m map[string][]Policy) map[string][]ratepolicy.Policy[*http.Request] {
+	if m == nil {
+		return nil
 	}
-	return nil
-}
-
-func validPolicyName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
+	out := make(map[string][]ratepolicy.Policy[*http.Request], len(m))
+	for k, ps := range m {
+		out[k] = shared(ps)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// sfString serialises an RFC 9651 String (printable ASCII only, checked by
-// validPolicyName).
-func sfString(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return string(append(b, '"'))
-}
-
-// ceilSeconds rounds d up to whole seconds; never below 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
+	return out
 }

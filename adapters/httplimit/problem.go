@@ -52,8 +52,8 @@ func (d *Decision) Problem(r *http.Request) Problem {
 	var names []string
 	for _, o := range d.Outcomes {
 		if o.Denied && !o.Shadow {
-			names = append(names, fmt.Sprintf("%s (%d per %d s)", o.Policy, o.Limit.Rate, o.p.window))
-			if o.p.conc {
+			names = append(names, fmt.Sprintf("%s (%d per %d s)", o.Policy, o.Limit.Rate, o.p.Window))
+			if o.p.Conc {
 				names[len(names)-1] = fmt.Sprintf("%s (%d in flight)", o.Policy, o.Limit.Rate)
 			}
 		}

@@ -1,0 +1,348 @@
+package ratepolicy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Config configures an Engine: an adapter's policy configuration with its
+// own types turned into Policy values.
+type Config[R any] struct {
+	// Pkg starts every error and log message ("httplimit").
+	Pkg string
+	// Limiter makes the decisions (required).
+	Limiter *sluice.Limiter
+	// Policies apply to every request.
+	Policies []Policy[R]
+	// Routes adds policies per route key (an HTTP route template, a gRPC
+	// method or service); RoutesField names the adapter's field in errors.
+	Routes      map[string][]Policy[R]
+	RoutesField string
+	// Tiers adds the policies of the tier Tier names; a tier not in Tiers
+	// is DefaultTier.
+	Tiers       map[string][]Policy[R]
+	Tier        func(R) string
+	DefaultTier string
+	// Shadow puts every policy in shadow mode.
+	Shadow bool
+	// Logger receives shadow denials (Info) and failed releases (Warn).
+	Logger *slog.Logger
+	// RouteAttr is the log attribute the route of a shadow denial is
+	// logged under ("route", "method").
+	RouteAttr string
+	// Metrics configures the decision counter.
+	Metrics Metrics
+}
+
+// Metrics names the counter an Engine records each policy's decisions in,
+// with the attribute sluice.policy and OutcomeAttr (allowed, denied,
+// shadow_denied). No Provider, no counter.
+type Metrics struct {
+	Provider    metric.MeterProvider
+	Scope       string // the meter's instrumentation scope
+	Name        string // the counter
+	Description string
+	OutcomeAttr string
+}
+
+// Engine decides requests of type R under a validated policy set. It is
+// safe for concurrent use.
+type Engine[R any] struct {
+	pkg       string
+	lim       *sluice.Limiter
+	base      []*Compiled[R]
+	routes    map[string][]*Compiled[R]
+	tiers     map[string][]*Compiled[R]
+	tier      func(R) string
+	deftier   string
+	shadow    bool
+	log       *slog.Logger
+	routeAttr string
+	metrics   *metrics[R]
+	perMsg    bool // some policy is PerMessage
+}
+
+// New validates cfg: every policy, that the policies that can apply to one
+// request have distinct names, the tiers, and that there is a policy.
+func New[R any](cfg Config[R]) (*Engine[R], error) {
+	pkg := cfg.Pkg
+	if cfg.Limiter == nil {
+		return nil, fmt.Errorf("%s: no Limiter", pkg)
+	}
+	e := &Engine[R]{
+		pkg: pkg, lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, shadow: cfg.Shadow,
+		log: cfg.Logger, routeAttr: cfg.RouteAttr,
+		routes: map[string][]*Compiled[R]{}, tiers: map[string][]*Compiled[R]{},
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.routeAttr == "" {
+		e.routeAttr = "route"
+	}
+	var err error
+	if e.base, err = CompileAll(pkg, cfg.Policies, "Policies"); err != nil {
+		return nil, err
+	}
+	if err := CheckDistinct(pkg, e.base); err != nil {
+		return nil, err
+	}
+	n := len(e.base)
+	for route, ps := range cfg.Routes {
+		if e.routes[route], err = CompileAll(pkg, ps, fmt.Sprintf("%s[%q]", cfg.RoutesField, route)); err != nil {
+			return nil, err
+		}
+		if err := CheckDistinct(pkg, e.base, e.routes[route]); err != nil {
+			return nil, err
+		}
+		n += len(ps)
+	}
+	if len(cfg.Tiers) > 0 {
+		if cfg.Tier == nil {
+			return nil, fmt.Errorf("%s: Tiers without a Tier func", pkg)
+		}
+		if _, ok := cfg.Tiers[cfg.DefaultTier]; !ok {
+			return nil, fmt.Errorf("%s: DefaultTier %q is not one of Tiers", pkg, cfg.DefaultTier)
+		}
+	}
+	for name, ps := range cfg.Tiers {
+		if e.tiers[name], err = CompileAll(pkg, ps, fmt.Sprintf("Tiers[%q]", name)); err != nil {
+			return nil, err
+		}
+		if err := CheckDistinct(pkg, e.base, e.tiers[name]); err != nil {
+			return nil, err
+		}
+		for _, rp := range e.routes {
+			if err := CheckDistinct(pkg, e.base, rp, e.tiers[name]); err != nil {
+				return nil, err
+			}
+		}
+		n += len(ps)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: no policies", pkg)
+	}
+	for _, p := range e.All() {
+		e.perMsg = e.perMsg || p.PerMessage
+	}
+	if e.metrics, err = newMetrics(cfg.Metrics, e.All()); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Limiter is the Limiter the Engine decides with.
+func (e *Engine[R]) Limiter() *sluice.Limiter { return e.lim }
+
+// HasRoutes reports whether any route has policies of its own.
+func (e *Engine[R]) HasRoutes() bool { return len(e.routes) > 0 }
+
+// HasPerMessage reports whether any policy is PerMessage.
+func (e *Engine[R]) HasPerMessage() bool { return e.perMsg }
+
+// Routes returns the compiled policies of each route key, for the
+// adapter's own lookup; do not modify it.
+func (e *Engine[R]) Routes() map[string][]*Compiled[R] { return e.routes }
+
+// All lists every policy: common, every route's, every tier's.
+func (e *Engine[R]) All() []*Compiled[R] {
+	all := append([]*Compiled[R](nil), e.base...)
+	for _, ps := range e.routes {
+		all = append(all, ps...)
+	}
+	for _, ps := range e.tiers {
+		all = append(all, ps...)
+	}
+	return all
+}
+
+// Applicable lists the policies for r in order: common, route's (the
+// adapter looked them up), tier's.
+func (e *Engine[R]) Applicable(r R, route []*Compiled[R]) [3][]*Compiled[R] {
+	sets := [3][]*Compiled[R]{e.base, route}
+	if e.tier != nil && len(e.tiers) > 0 {
+		ps, ok := e.tiers[e.tier(r)]
+		if !ok {
+			ps = e.tiers[e.deftier]
+		}
+		sets[2] = ps
+	}
+	return sets
+}
+
+// Outcome is one policy's part of a Decision.
+type Outcome[R any] struct {
+	P      *Compiled[R]
+	Key    string // the identity, bounded (BoundKey)
+	Cost   int64
+	Shadow bool
+	Result sluice.Result
+	// Denied reports that this policy would not admit the request.
+	Denied bool
+	asked  bool
+}
+
+// Lease is a concurrency slot a Decision holds for a policy.
+type Lease[R any] struct {
+	Policy *Compiled[R]
+	Lease  sluice.Lease
+}
+
+// Decision is what an Engine decided for one request. Reuse one with
+// Reset: its arrays are kept, its Leases are not (a release may still be
+// reading them).
+type Decision[R any] struct {
+	// Outcomes holds one entry per policy that applied, in order; a
+	// policy the Limiter's denial cache left unasked is left out.
+	Outcomes []Outcome[R]
+	// Leases are the concurrency slots taken for an admitted request.
+	Leases []Lease[R]
+	// Denied reports that an enforced policy denied (set by Settle).
+	Denied bool
+	// Unavailable reports a denial only by the failure policy of a
+	// Limiter failing closed: Redis is unavailable (set by Settle).
+	Unavailable bool
+	// Wait is, when Denied, the longest wait in whole seconds (at least
+	// 1) among the enforced policies that denied (set by Settle).
+	Wait int64
+	// Degraded reports that a decision came from the failure policy.
+	Degraded bool
+
+	checks []sluice.Check
+	batch  sluice.Decision
+}
+
+// Reset empties d for another request, keeping its arrays.
+func (d *Decision[R]) Reset() {
+	*d = Decision[R]{Outcomes: d.Outcomes[:0], checks: d.checks[:0], batch: d.batch}
+}
+
+// AnyDenied reports whether a policy, enforced or shadow, denied.
+func (d *Decision[R]) AnyDenied() bool {
+	for i := range d.Outcomes {
+		if d.Outcomes[i].Denied {
+			return true
+		}
+	}
+	return false
+}
+
+// Violated returns the names of the enforced policies that denied.
+func (d *Decision[R]) Violated() []string {
+	var out []string
+	for _, o := range d.Outcomes {
+		if o.Denied && !o.Shadow {
+			out = append(out, o.P.Name)
+		}
+	}
+	return out
+}
+
+// Decide makes one check per applicable policy (those charged per message
+// when msg is true, the others when it is false) whose Key answers, and
+// decides them all with one Limiter.DecideInto: one round trip when
+// admitted, two when denied (the charges given back, the slots released),
+// none when an enforced policy's denial is in the denial cache. d must be
+// Reset. The error is a negative cost or the Limiter's (the checks are
+// invalid, the request's context ended); nothing is then held.
+func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], msg bool, d *Decision[R]) error {
+	for _, set := range sets {
+		for _, p := range set {
+			if p.PerMessage != msg {
+				continue
+			}
+			k, ok := p.Key(r)
+			if !ok {
+				continue
+			}
+			cost := int64(1)
+			if p.Cost != nil && !p.Conc {
+				cost = p.Cost(r)
+				if cost < 0 {
+					return fmt.Errorf("%s: policy %q: negative cost %d", e.pkg, p.Name, cost)
+				}
+			}
+			shadow := e.shadow || p.Shadow
+			id := BoundKey(k)
+			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Cost: cost, Shadow: shadow})
+			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: p.Limit, Cost: cost, Shadow: shadow})
+		}
+	}
+	if len(d.checks) == 0 {
+		return nil
+	}
+	if err := e.lim.DecideInto(ctx, &d.batch, d.checks...); err != nil {
+		return err
+	}
+	all := true
+	for i := range d.Outcomes {
+		o := &d.Outcomes[i]
+		if o.asked = d.batch.Asked(i); !o.asked {
+			all = false
+			continue
+		}
+		o.Result = d.batch.Results[i]
+		o.Denied = !o.Result.Allowed
+		if l := d.batch.Leases[i]; l.ID != "" {
+			d.Leases = append(d.Leases, Lease[R]{o.P, l})
+		}
+	}
+	// Policies a cached denial left unasked have nothing to report.
+	if !all {
+		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome[R]) bool { return !o.asked })
+	}
+	return nil
+}
+
+// Settle sets Denied, Unavailable, Wait and Degraded, logs shadow denials
+// (with route, the request's route or method) and records metrics.
+func (e *Engine[R]) Settle(ctx context.Context, d *Decision[R], route string) {
+	onlyDegraded := true
+	var wait int64
+	for i := range d.Outcomes {
+		o := &d.Outcomes[i]
+		if o.Result.Degraded {
+			d.Degraded = true
+		}
+		e.metrics.record(ctx, o)
+		if !o.Denied {
+			continue
+		}
+		if o.Shadow {
+			e.log.Info(e.pkg+": shadow policy would deny", "policy", o.P.Name, e.routeAttr, route,
+				"retry_after", o.Result.RetryAfter)
+			continue
+		}
+		d.Denied = true
+		if !o.Result.Degraded {
+			onlyDegraded = false
+		}
+		wait = max(wait, ResetSeconds(o))
+	}
+	if !d.Denied {
+		return
+	}
+	// Denied only because Redis is unavailable and the Limiter fails
+	// closed; a FailLocal denial is a quota decision.
+	d.Unavailable = onlyDegraded && e.lim.FailurePolicy() == sluice.FailClosed
+	d.Wait = max(wait, 1)
+}
+
+// Release gives back the concurrency slots of leases, with a context that
+// outlives ctx's cancellation. A release that fails is logged; the slot
+// frees itself when its lease expires.
+func (e *Engine[R]) Release(ctx context.Context, leases []Lease[R]) {
+	ctx = context.WithoutCancel(ctx)
+	for _, l := range leases {
+		if err := e.lim.Release(ctx, l.Lease); err != nil {
+			e.log.Warn(e.pkg+": concurrency slot not released; it frees itself when its lease expires",
+				"policy", l.Policy.Name, "err", err)
+		}
+	}
+}
