@@ -105,7 +105,7 @@ func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Re
 	d.core.Reset()
 	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0], core: d.core}
 	c := &d.core
-	if err := m.eng.Decide(r.Context(), r, m.applicable(r, route), false, c); err != nil {
+	if err := m.eng.Decide(r.Context(), r, m.applicable(r, route), ratepolicy.AllPolicies, c); err != nil {
 		d.err = err
 		return d
 	}

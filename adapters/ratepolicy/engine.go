@@ -244,17 +244,32 @@ func (d *Decision[R]) Violated() []string {
 	return out
 }
 
-// Decide makes one check per applicable policy (those charged per message
-// when msg is true, the others when it is false) whose Key answers, and
+// Select says which policies a decision charges: a stream's open charges
+// the policies that are not PerMessage, each message received the
+// PerMessage ones; a request that is one message (HTTP, a unary RPC)
+// charges them all.
+type Select int
+
+const (
+	// AllPolicies charges every applicable policy.
+	AllPolicies Select = iota
+	// OpenPolicies charges the policies that are not PerMessage.
+	OpenPolicies
+	// MessagePolicies charges the PerMessage policies.
+	MessagePolicies
+)
+
+// Decide makes one check per applicable policy that sel selects and whose
+// Key answers, and
 // decides them all with one Limiter.DecideInto: one round trip when
 // admitted, two when denied (the charges given back, the slots released),
 // none when an enforced policy's denial is in the denial cache. d must be
 // Reset. The error is a negative cost or the Limiter's (the checks are
 // invalid, the request's context ended); nothing is then held.
-func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], msg bool, d *Decision[R]) error {
+func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel Select, d *Decision[R]) error {
 	for _, set := range sets {
 		for _, p := range set {
-			if p.PerMessage != msg {
+			if sel == OpenPolicies && p.PerMessage || sel == MessagePolicies && !p.PerMessage {
 				continue
 			}
 			k, ok := p.Key(r)

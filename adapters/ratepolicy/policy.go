@@ -26,9 +26,8 @@ type Policy[R any] struct {
 	// Shadow decides and reports, never denies.
 	Shadow bool
 	// PerMessage marks a policy an adapter charges per message of a
-	// stream rather than once per request (the gRPC adapter's
-	// Policy.PerMessage). The policy set leaves such policies out of
-	// Applicable; Engine.DecideSet decides them.
+	// stream rather than once at its open (the gRPC adapter's
+	// Policy.PerMessage); see Select.
 	PerMessage bool
 }
 

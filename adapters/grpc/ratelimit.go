@@ -1,0 +1,57 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
+)
+
+// middlewareLimiter is a Server as a go-grpc-middleware ratelimit.Limiter.
+type middlewareLimiter struct{ s *Server }
+
+var _ ratelimit.Limiter = middlewareLimiter{}
+
+// MiddlewareLimiter adapts s to go-grpc-middleware v2's ratelimit.Limiter,
+// for servers already built on its interceptors/ratelimit: Limit decides
+// the call's policies (its method from grpc.Method, exemptions, tiers and
+// shadow mode as the interceptors do) and sets the rate-limit metadata and
+// the pushback trailer. That middleware turns any error into a bare
+// ResourceExhausted string, so clients lose the RetryInfo and QuotaFailure
+// details; use s's own interceptors to keep them. Concurrency policies
+// need a release the ratelimit.Limiter interface cannot make: a Server
+// with one is refused.
+func (s *Server) MiddlewareLimiter() (ratelimit.Limiter, error) {
+	for _, p := range s.eng.All() {
+		if p.Conc {
+			return nil, fmt.Errorf("%w: grpclimit: MiddlewareLimiter cannot hold concurrency policy %q", ErrConfig, p.Name)
+		}
+	}
+	return middlewareLimiter{s}, nil
+}
+
+// Limit decides the call of ctx.
+func (m middlewareLimiter) Limit(ctx context.Context) error {
+	method, ok := grpc.Method(ctx)
+	if !ok {
+		return errors.New("grpclimit: no gRPC method in the context")
+	}
+	s := m.s
+	if s.Exempt(ctx, method) {
+		return nil
+	}
+	st := getState(ctx, method, false, nil)
+	defer putState(st)
+	err := s.decide(st, s.applicable(&st.call), ratepolicy.OpenPolicies)
+	if md := s.header(&st.d); md != nil {
+		_ = grpc.SetHeader(ctx, md)
+	}
+	if err != nil && st.d.Denied {
+		_ = grpc.SetTrailer(ctx, pushback(&st.d))
+	}
+	return err
+}

@@ -1,0 +1,443 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
+)
+
+// HeaderMode chooses the rate-limit metadata sent in response headers.
+type HeaderMode int
+
+const (
+	// HeadersDraft (the default) sends ratelimit-policy and ratelimit, the
+	// values of draft-ietf-httpapi-ratelimit-headers-11's RateLimit-Policy
+	// and RateLimit headers.
+	HeadersDraft HeaderMode = iota
+	// HeadersNone sends no rate-limit metadata; a refusal still carries
+	// its details and the pushback trailer.
+	HeadersNone
+)
+
+// The metadata keys the server interceptors send.
+const (
+	// MetadataPolicy carries the RateLimit-Policy value.
+	MetadataPolicy = "ratelimit-policy"
+	// MetadataRateLimit carries the RateLimit value.
+	MetadataRateLimit = "ratelimit"
+	// MetadataPushback is the trailer gRPC's retry policy reads: the
+	// milliseconds a client waits before retrying a refused call.
+	MetadataPushback = "grpc-retry-pushback-ms"
+)
+
+// DefaultExempt lists the methods exempt unless Config.NoDefaultExempt:
+// the health service and both server reflection services.
+var DefaultExempt = []string{
+	"/grpc.health.v1.Health/*",
+	"/grpc.reflection.v1.ServerReflection/*",
+	"/grpc.reflection.v1alpha.ServerReflection/*",
+}
+
+// Config configures a Server. Only Limiter and at least one policy are
+// required; every other zero value is a sensible default.
+type Config struct {
+	// Limiter makes the decisions (required).
+	Limiter *sluice.Limiter
+	// Policies apply to every call that is not exempt.
+	Policies []Policy
+	// Methods adds policies per method, "/pkg.Service/Method", or per
+	// service, "/pkg.Service/*". When both match, only the method's entry
+	// applies. Method policies apply in addition to Policies.
+	Methods map[string][]Policy
+	// Tiers adds the policies of the call's tier, as named by Tier; a tier
+	// not in Tiers is DefaultTier.
+	Tiers map[string][]Policy
+	// Tier names the tier of a call, typically from verified claims an
+	// earlier interceptor stored in its context. Required with Tiers.
+	Tier func(c *Call) string
+	// DefaultTier is the tier of calls whose tier is not in Tiers
+	// (required with Tiers, and must be one of them).
+	DefaultTier string
+	// Exempt lists methods no policy applies to, spelled as in Methods
+	// ("/pkg.Service/Method", "/pkg.Service/*"), in addition to
+	// DefaultExempt. Exempt calls get no rate-limit metadata.
+	Exempt []string
+	// ExemptFunc, when set, also exempts the calls it reports.
+	ExemptFunc func(ctx context.Context, fullMethod string) bool
+	// NoDefaultExempt limits the health and reflection services too.
+	NoDefaultExempt bool
+	// Shadow puts every policy in shadow mode: decided, counted, logged
+	// and reported, never refused.
+	Shadow bool
+	// Headers chooses the response metadata (default HeadersDraft).
+	Headers HeaderMode
+	// PartitionKeySecret, when set (at least 16 bytes, the same on every
+	// replica), adds a pk parameter to each item, as httplimit does.
+	PartitionKeySecret []byte
+	// DegradedMetadata, when set, names a response header metadata key set
+	// to "?1" when a decision came from the failure policy. Off by
+	// default: it tells clients, attackers included, that limits are not
+	// being enforced.
+	DegradedMetadata string
+	// ErrorDomain is the domain of the refusals' ErrorInfo (default
+	// "sluice").
+	ErrorDomain string
+	// Logger receives shadow denials (Info) and limiter errors (Error);
+	// default slog.Default().
+	Logger *slog.Logger
+	// MeterProvider, when set, records the counter sluice.grpc.decisions
+	// with attributes sluice.policy and sluice.grpc.outcome (allowed,
+	// denied, shadow_denied).
+	MeterProvider metric.MeterProvider
+}
+
+// ErrConfig means New was given a Config it cannot use; the wrapping error
+// says which field and why.
+var ErrConfig = errors.New("grpclimit: invalid config")
+
+// Server rate limits the calls a gRPC server receives. It is safe for
+// concurrent use.
+type Server struct {
+	eng       *ratepolicy.Engine[*Call]
+	methods   map[string][]*ratepolicy.Compiled[*Call] // "/pkg.Svc/Method"
+	services  map[string][]*ratepolicy.Compiled[*Call] // "/pkg.Svc/" (from "/pkg.Svc/*")
+	exMethods map[string]bool
+	exSvcs    map[string]bool // "/pkg.Svc/"
+	exFunc    func(context.Context, string) bool
+	headers   HeaderMode
+	secret    []byte
+	degraded  string
+	domain    string
+	log       *slog.Logger
+}
+
+// New validates cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	bad := func(err error) (*Server, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
+	if cfg.Limiter == nil {
+		return bad(errors.New("grpclimit: no Limiter"))
+	}
+	if cfg.Headers < HeadersDraft || cfg.Headers > HeadersNone {
+		return bad(fmt.Errorf("grpclimit: unknown HeaderMode %d", int(cfg.Headers)))
+	}
+	if cfg.PartitionKeySecret != nil && len(cfg.PartitionKeySecret) < 16 {
+		return bad(errors.New("grpclimit: PartitionKeySecret must be at least 16 bytes"))
+	}
+	if d := cfg.DegradedMetadata; d != "" && (strings.ToLower(d) != d || !validMetadataKey(d)) {
+		return bad(fmt.Errorf("grpclimit: DegradedMetadata %q is not a lower-case metadata key", d))
+	}
+	for m := range cfg.Methods {
+		if !validPattern(m) {
+			return bad(fmt.Errorf(`grpclimit: Methods key %q: want "/pkg.Service/Method" or "/pkg.Service/*"`, m))
+		}
+	}
+	s := &Server{
+		methods: map[string][]*ratepolicy.Compiled[*Call]{}, services: map[string][]*ratepolicy.Compiled[*Call]{},
+		exMethods: map[string]bool{}, exSvcs: map[string]bool{}, exFunc: cfg.ExemptFunc,
+		headers: cfg.Headers, secret: cfg.PartitionKeySecret, degraded: cfg.DegradedMetadata,
+		domain: cfg.ErrorDomain, log: cfg.Logger,
+	}
+	if s.domain == "" {
+		s.domain = "sluice"
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	exempt := cfg.Exempt
+	if !cfg.NoDefaultExempt {
+		exempt = append(append([]string(nil), DefaultExempt...), exempt...)
+	}
+	for _, m := range exempt {
+		if !validPattern(m) {
+			return bad(fmt.Errorf(`grpclimit: Exempt %q: want "/pkg.Service/Method" or "/pkg.Service/*"`, m))
+		}
+		if svc, ok := strings.CutSuffix(m, "*"); ok {
+			s.exSvcs[svc] = true
+		} else {
+			s.exMethods[m] = true
+		}
+	}
+	eng, err := ratepolicy.New(ratepolicy.Config[*Call]{
+		Pkg: "grpclimit", Limiter: cfg.Limiter,
+		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Methods), RoutesField: "Methods",
+		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
+		Shadow: cfg.Shadow, Logger: s.log, RouteAttr: "method",
+		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/grpc",
+			Name: "sluice.grpc.decisions", Description: "Rate-limit decisions on gRPC calls, per policy and outcome.",
+			OutcomeAttr: "sluice.grpc.outcome"},
+	})
+	if err != nil {
+		return bad(err)
+	}
+	s.eng = eng
+	for k, ps := range eng.Routes() {
+		if svc, ok := strings.CutSuffix(k, "*"); ok {
+			s.services[svc] = ps
+		} else {
+			s.methods[k] = ps
+		}
+	}
+	return s, nil
+}
+
+// validPattern reports "/pkg.Svc/Method" or "/pkg.Svc/*".
+func validPattern(m string) bool {
+	rest, ok := strings.CutPrefix(m, "/")
+	if !ok {
+		return false
+	}
+	svc, method, ok := strings.Cut(rest, "/")
+	return ok && svc != "" && method != "" && !strings.Contains(method, "/") &&
+		(method == "*" || !strings.Contains(method, "*"))
+}
+
+func validMetadataKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return !strings.HasPrefix(s, "grpc-")
+}
+
+// svcPrefix is "/pkg.Svc/" of "/pkg.Svc/Method" (a substring: no copy).
+func svcPrefix(method string) string {
+	if i := strings.LastIndexByte(method, '/'); i > 0 {
+		return method[:i+1]
+	}
+	return method
+}
+
+// Exempt reports whether no policy applies to fullMethod.
+func (s *Server) Exempt(ctx context.Context, fullMethod string) bool {
+	return s.exMethods[fullMethod] || s.exSvcs[svcPrefix(fullMethod)] || s.exFunc != nil && s.exFunc(ctx, fullMethod)
+}
+
+// applicable lists the policies of c: common, method's (or service's),
+// tier's.
+func (s *Server) applicable(c *Call) [3][]*ratepolicy.Compiled[*Call] {
+	var mp []*ratepolicy.Compiled[*Call]
+	if len(s.methods) > 0 || len(s.services) > 0 {
+		if ps, ok := s.methods[c.method]; ok {
+			mp = ps
+		} else {
+			mp = s.services[svcPrefix(c.method)]
+		}
+	}
+	return s.eng.Applicable(c, mp)
+}
+
+// state is one decision's scratch space, recycled: the Call its KeyFuncs
+// see and the Decision with its arrays.
+type state struct {
+	call Call
+	d    ratepolicy.Decision[*Call]
+}
+
+var states = sync.Pool{New: func() any { return new(state) }}
+
+func getState(ctx context.Context, method string, stream bool, msg any) *state {
+	st := states.Get().(*state)
+	st.call = Call{ctx: ctx, method: method, stream: stream, msg: msg}
+	st.d.Reset()
+	return st
+}
+
+func putState(st *state) {
+	st.call = Call{}
+	states.Put(st)
+}
+
+// decide decides st's call under the policies sel selects. It returns the
+// error the call must end with (a refusal, or a failure of the Limiter),
+// or nil when the call proceeds.
+func (s *Server) decide(st *state, sets [3][]*ratepolicy.Compiled[*Call], sel ratepolicy.Select) error {
+	ctx := st.call.ctx
+	if err := s.eng.Decide(ctx, &st.call, sets, sel, &st.d); err != nil {
+		return s.fail(ctx, err)
+	}
+	s.eng.Settle(ctx, &st.d, st.call.method)
+	if st.d.Denied {
+		return s.refusal(&st.d)
+	}
+	return nil
+}
+
+// fail answers a call the Limiter returned an error for: the client gets
+// a generic status, never the error's text, which is logged.
+func (s *Server) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		s.log.Debug("grpclimit: call ended before the rate-limit decision", "err", err)
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	s.log.Error("grpclimit: rate-limit decision failed", "err", err)
+	return status.Error(codesInternal, "rate-limit decision failed")
+}
+
+// UnaryServerInterceptor rate limits unary calls: one decision of every
+// applicable policy before the handler runs. A refused call gets the
+// refusal status, the pushback trailer and the rate-limit metadata; an
+// admitted one the metadata, and its concurrency slots are released when
+// the handler returns or panics (the panic continues), with a context that
+// outlives the call's cancellation.
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if s.Exempt(ctx, info.FullMethod) {
+			return handler(ctx, req)
+		}
+		st := getState(ctx, info.FullMethod, false, req)
+		err := s.decide(st, s.applicable(&st.call), ratepolicy.AllPolicies)
+		if md := s.header(&st.d); md != nil {
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err != nil {
+			if st.d.Denied {
+				_ = grpc.SetTrailer(ctx, pushback(&st.d))
+			}
+			putState(st)
+			return nil, err
+		}
+		leases := st.d.Leases
+		putState(st)
+		if len(leases) > 0 {
+			defer s.eng.Release(ctx, leases)
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor rate limits streams: the policies that are not
+// PerMessage are decided once at the open, before the handler runs (a
+// refusal ends the stream with it), and the PerMessage ones on every
+// message the handler receives. Concurrency slots are held until the
+// handler returns or panics.
+func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		if s.Exempt(ctx, info.FullMethod) {
+			return handler(srv, ss)
+		}
+		st := getState(ctx, info.FullMethod, true, nil)
+		sets := s.applicable(&st.call)
+		err := s.decide(st, sets, ratepolicy.OpenPolicies)
+		if md := s.header(&st.d); md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err != nil {
+			if st.d.Denied {
+				ss.SetTrailer(pushback(&st.d))
+			}
+			putState(st)
+			return err
+		}
+		leases := st.d.Leases
+		putState(st)
+		if len(leases) > 0 {
+			defer s.eng.Release(ctx, leases)
+		}
+		if s.eng.HasPerMessage() && hasPerMessage(sets) {
+			ss = &meteredStream{ServerStream: ss, s: s, method: info.FullMethod, sets: sets}
+		}
+		return handler(srv, ss)
+	}
+}
+
+func hasPerMessage(sets [3][]*ratepolicy.Compiled[*Call]) bool {
+	for _, set := range sets {
+		for _, p := range set {
+			if p.PerMessage {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// meteredStream charges the PerMessage policies of a stream on each
+// message received.
+type meteredStream struct {
+	grpc.ServerStream
+	s      *Server
+	method string
+	sets   [3][]*ratepolicy.Compiled[*Call]
+}
+
+// RecvMsg receives a message and charges it; a refused message is dropped
+// and RecvMsg returns the refusal (the handler should return it).
+func (m *meteredStream) RecvMsg(msg any) error {
+	if err := m.ServerStream.RecvMsg(msg); err != nil {
+		return err
+	}
+	st := getState(m.ServerStream.Context(), m.method, true, msg)
+	defer putState(st)
+	err := m.s.decide(st, m.sets, ratepolicy.MessagePolicies)
+	if err != nil && st.d.Denied {
+		m.ServerStream.SetTrailer(pushback(&st.d))
+	}
+	return err
+}
+
+// header is the rate-limit metadata of d, or nil when there is none.
+//
+// It allocates the text of the values once (they are substrings of it),
+// one []string they share, and the map.
+func (s *Server) header(d *ratepolicy.Decision[*Call]) metadata.MD {
+	draft := s.headers == HeadersDraft && len(d.Outcomes) > 0
+	degraded := s.degraded != "" && d.Degraded
+	if !draft && !degraded {
+		return nil
+	}
+	n := 0
+	if draft {
+		n = 2
+	}
+	if degraded {
+		n++
+	}
+	vals := make([]string, n)
+	md := make(metadata.MD, n)
+	if draft {
+		var pkStack [2]string
+		var pks []string
+		if s.secret != nil {
+			pks = pkStack[:0]
+			for i := range d.Outcomes {
+				pks = append(pks, ratepolicy.PartitionKey(s.secret, d.Outcomes[i].P.Name, d.Outcomes[i].Key))
+			}
+		}
+		var stack [256]byte
+		b := stack[:0]
+		policy := ""
+		if len(d.Outcomes) == 1 && pks == nil {
+			policy = d.Outcomes[0].P.Item
+		} else {
+			b = ratepolicy.AppendPolicy(b, d.Outcomes, pks)
+		}
+		end := len(b)
+		b = ratepolicy.AppendRateLimit(b, d.Outcomes, pks)
+		text := string(b)
+		if policy == "" {
+			policy = text[:end]
+		}
+		vals[0], vals[1] = policy, text[end:]
+		md[MetadataPolicy] = vals[0:1:1]
+		md[MetadataRateLimit] = vals[1:2:2]
+	}
+	if degraded {
+		vals[n-1] = "?1"
+		md[s.degraded] = vals[n-1 : n : n]
+	}
+	return md
+}
