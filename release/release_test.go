@@ -29,6 +29,7 @@ var published = map[string]string{
 	"adapters/echo":   "github.com/sluice-go/sluice/adapters/echo",
 	"adapters/echov4": "github.com/sluice-go/sluice/adapters/echov4",
 	"adapters/gin":    "github.com/sluice-go/sluice/adapters/gin",
+	"adapters/grpc":   "github.com/sluice-go/sluice/adapters/grpc",
 }
 
 // unpublished are the repository's other modules, for development only:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,6 +269,9 @@ func checkStep(t *testing.T, i int, s step, r reply) {
 	st := status.Convert(r.err)
 	if st.Code() != s.code {
 		t.Fatalf("step %d: code %v (%q), want %v", i, st.Code(), st.Message(), s.code)
+	}
+	if m := strings.ToLower(st.Message()); strings.Contains(m, "redis") || strings.Contains(m, "dial") || strings.Contains(m, "connect") {
+		t.Errorf("step %d: the status tells the client about Redis: %q", i, st.Message())
 	}
 	for k, v := range s.want {
 		if got := r.get(k); got != v {

@@ -83,6 +83,7 @@ func newEnv(t testing.TB, opts ...sluice.Option) *env {
 type testService struct {
 	testgrpc.UnimplementedTestServiceServer
 	started chan struct{} // when not nil, receives once per handler start
+	proceed chan struct{} // when not nil, a handler waits for it after starting
 }
 
 func behave(ctx context.Context) string {
@@ -95,6 +96,9 @@ func behave(ctx context.Context) string {
 func (s *testService) act(ctx context.Context) error {
 	if s.started != nil {
 		s.started <- struct{}{}
+	}
+	if s.proceed != nil {
+		<-s.proceed
 	}
 	switch behave(ctx) {
 	case "block":
@@ -198,6 +202,7 @@ type serverOpts struct {
 	fakePeer bool          // x-test-peer sets the peer (bufconn)
 	done     func()        // called after each call's interceptors returned
 	started  chan struct{} // see testService
+	proceed  chan struct{}
 	client   []grpc.DialOption
 }
 
@@ -214,7 +219,13 @@ func startServer(t testing.TB, s *Server, o serverOpts) testgrpc.TestServiceClie
 		unary, stream = append(unary, s.UnaryServerInterceptor()), append(stream, s.StreamServerInterceptor())
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
-	testgrpc.RegisterTestServiceServer(srv, &testService{started: o.started})
+	testgrpc.RegisterTestServiceServer(srv, &testService{started: o.started, proceed: o.proceed})
+	return serve(t, srv, o)
+}
+
+// serve serves srv over bufconn or TCP and returns a client of it.
+func serve(t testing.TB, srv *grpc.Server, o serverOpts) testgrpc.TestServiceClient {
+	t.Helper()
 	var lis net.Listener
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.client...)
 	target := "passthrough:///bufnet"
@@ -253,8 +264,8 @@ func newServer(t testing.TB, cfg Config) *Server {
 
 // reply is what a client saw of one call.
 type reply struct {
-	err              error
-	header, trailer  metadata.MD
+	err             error
+	header, trailer metadata.MD
 }
 
 // get returns the first value of key in the header metadata or, for a
@@ -330,4 +341,28 @@ var _ = strconv.Itoa
 
 func partitionKeyForTest(policy, key string) string {
 	return ratepolicy.PartitionKey([]byte("0123456789abcdef"), policy, key)
+}
+
+// startServerWith serves testService with the given server options (the
+// interceptors) and returns a client of it.
+func startServerWith(t testing.TB, o serverOpts, opts ...grpc.ServerOption) testgrpc.TestServiceClient {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	testgrpc.RegisterTestServiceServer(srv, &testService{started: o.started, proceed: o.proceed})
+	return serve(t, srv, o)
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func slogTo(w io.Writer, mu *sync.Mutex) *slog.Logger {
+	return slog.New(slog.NewTextHandler(lockedWriter{w, mu}, nil))
 }

@@ -46,12 +46,14 @@ func (m middlewareLimiter) Limit(ctx context.Context) error {
 	}
 	st := getState(ctx, method, false, nil)
 	defer putState(st)
-	err := s.decide(st, s.applicable(&st.call), ratepolicy.OpenPolicies)
-	if md := s.header(&st.d); md != nil {
+	if err := s.decide(st, s.applicable(&st.call), ratepolicy.OpenPolicies); err != nil {
+		if md := s.refusedTrailer(&st.d); md != nil {
+			_ = grpc.SetTrailer(ctx, md)
+		}
+		return err
+	}
+	if md := s.header(&st.d, nil); md != nil {
 		_ = grpc.SetHeader(ctx, md)
 	}
-	if err != nil && st.d.Denied {
-		_ = grpc.SetTrailer(ctx, pushback(&st.d))
-	}
-	return err
+	return nil
 }

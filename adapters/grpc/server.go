@@ -298,16 +298,15 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		st := getState(ctx, info.FullMethod, false, req)
-		err := s.decide(st, s.applicable(&st.call), ratepolicy.AllPolicies)
-		if md := s.header(&st.d); md != nil {
-			_ = grpc.SetHeader(ctx, md)
-		}
-		if err != nil {
-			if st.d.Denied {
-				_ = grpc.SetTrailer(ctx, pushback(&st.d))
+		if err := s.decide(st, s.applicable(&st.call), ratepolicy.AllPolicies); err != nil {
+			if md := s.refusedTrailer(&st.d); md != nil {
+				_ = grpc.SetTrailer(ctx, md)
 			}
 			putState(st)
 			return nil, err
+		}
+		if md := s.header(&st.d, nil); md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		leases := st.d.Leases
 		putState(st)
@@ -331,16 +330,15 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		st := getState(ctx, info.FullMethod, true, nil)
 		sets := s.applicable(&st.call)
-		err := s.decide(st, sets, ratepolicy.OpenPolicies)
-		if md := s.header(&st.d); md != nil {
-			_ = ss.SetHeader(md)
-		}
-		if err != nil {
-			if st.d.Denied {
-				ss.SetTrailer(pushback(&st.d))
+		if err := s.decide(st, sets, ratepolicy.OpenPolicies); err != nil {
+			if md := s.refusedTrailer(&st.d); md != nil {
+				ss.SetTrailer(md)
 			}
 			putState(st)
 			return err
+		}
+		if md := s.header(&st.d, nil); md != nil {
+			_ = ss.SetHeader(md)
 		}
 		leases := st.d.Leases
 		putState(st)
@@ -389,15 +387,28 @@ func (m *meteredStream) RecvMsg(msg any) error {
 	return err
 }
 
-// header is the rate-limit metadata of d, or nil when there is none.
+// refusedTrailer is the trailer of a refused call: the rate-limit
+// metadata and grpc-retry-pushback-ms, or nil when the Limiter failed.
+// A refusal sends no header metadata: a response with headers commits the
+// call, and gRPC's retry policy no longer retries it; without them the
+// refusal is trailers-only and the pushback is honoured.
+func (s *Server) refusedTrailer(d *ratepolicy.Decision[*Call]) metadata.MD {
+	if !d.Denied {
+		return nil
+	}
+	return s.header(d, pushback(d))
+}
+
+// header is the rate-limit metadata of d added to md (nil: a new MD), or
+// md when d has none.
 //
 // It allocates the text of the values once (they are substrings of it),
 // one []string they share, and the map.
-func (s *Server) header(d *ratepolicy.Decision[*Call]) metadata.MD {
+func (s *Server) header(d *ratepolicy.Decision[*Call], md metadata.MD) metadata.MD {
 	draft := s.headers == HeadersDraft && len(d.Outcomes) > 0
 	degraded := s.degraded != "" && d.Degraded
 	if !draft && !degraded {
-		return nil
+		return md
 	}
 	n := 0
 	if draft {
@@ -407,7 +418,9 @@ func (s *Server) header(d *ratepolicy.Decision[*Call]) metadata.MD {
 		n++
 	}
 	vals := make([]string, n)
-	md := make(metadata.MD, n)
+	if md == nil {
+		md = make(metadata.MD, n)
+	}
 	if draft {
 		var pkStack [2]string
 		var pks []string
