@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpclimit
+
+const raceEnabled = false
