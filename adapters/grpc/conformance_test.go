@@ -1,7 +1,6 @@
 package grpclimit
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
@@ -314,6 +312,3 @@ func checkStep(t *testing.T, i int, s step, r reply) {
 		t.Errorf("step %d: IsRateLimited = %v for %v", i, IsRateLimited(r.err), s.code)
 	}
 }
-
-var _ = context.Background
-var _ testgrpc.TestServiceClient

@@ -2,11 +2,9 @@ package grpclimit
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -336,9 +334,6 @@ func fixed(n int64, name string) sluice.Limit {
 	return sluice.Must(sluice.FixedWindow(n, time.Minute)).Named(name)
 }
 
-var _ = fmt.Sprint
-var _ = strconv.Itoa
-
 func partitionKeyForTest(policy, key string) string {
 	return ratepolicy.PartitionKey([]byte("0123456789abcdef"), policy, key)
 }
@@ -350,19 +345,4 @@ func startServerWith(t testing.TB, o serverOpts, opts ...grpc.ServerOption) test
 	srv := grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(srv, &testService{started: o.started, proceed: o.proceed})
 	return serve(t, srv, o)
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func slogTo(w io.Writer, mu *sync.Mutex) *slog.Logger {
-	return slog.New(slog.NewTextHandler(lockedWriter{w, mu}, nil))
 }

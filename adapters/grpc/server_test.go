@@ -3,7 +3,6 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
@@ -458,6 +456,3 @@ func TestMiddlewareLimiter(t *testing.T) {
 		t.Errorf("concurrency policy: %v", err)
 	}
 }
-
-var _ = fmt.Sprint
-var _ = metadata.Pairs
