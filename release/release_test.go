@@ -37,6 +37,7 @@ var published = map[string]string{
 var unpublished = map[string]string{
 	"adapters/conformance": "github.com/sluice-go/sluice/adapters/conformance",
 	"bench":                "github.com/sluice-go/sluice/bench",
+	"examples/grpc":        "github.com/sluice-go/sluice/examples/grpc",
 	"examples/server":      "github.com/sluice-go/sluice/examples/server",
 	"examples/worker":      "github.com/sluice-go/sluice/examples/worker",
 	"release":              "github.com/sluice-go/sluice/release",
