@@ -30,8 +30,9 @@ type ClientConfig struct {
 
 	// Limiter and Limit, when set, rate limit the calls this client makes,
 	// sharing the limit with every process on the Limiter's Redis: a GCRA
-	// Limit waits (Limiter.Wait) until the call conforms, within its
-	// deadline; any other algorithm is asked once (Limiter.Allow). A call
+	// or token-bucket Limit waits (Limiter.Wait) until the call conforms,
+	// within its deadline; any other algorithm is asked once
+	// (Limiter.Allow). A call
 	// the limit refuses fails with codes.ResourceExhausted and a RetryInfo,
 	// without reaching the server.
 	Limiter *sluice.Limiter
@@ -142,7 +143,7 @@ func (c *Client) limit(ctx context.Context, method string) error {
 	if c.cfg.Key != nil {
 		id = c.cfg.Key(ctx, method)
 	}
-	if c.cfg.Limit.Algorithm == sluice.AlgGCRA {
+	if a := c.cfg.Limit.Algorithm; a == sluice.AlgGCRA || a == sluice.AlgTokenBucket {
 		res, err := lim.Wait(ctx, id, c.cfg.Limit)
 		switch {
 		case err == nil && res.OK:

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -283,7 +284,7 @@ func (s *Server) fail(ctx context.Context, err error) error {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	s.log.Error("grpclimit: rate-limit decision failed", "err", err)
-	return status.Error(codesInternal, "rate-limit decision failed")
+	return status.Error(codes.Internal, "rate-limit decision failed")
 }
 
 // UnaryServerInterceptor rate limits unary calls: one decision of every

@@ -16,8 +16,6 @@ import (
 	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
-const codesInternal = codes.Internal
-
 // The ErrorInfo reasons of refusals.
 const (
 	// ReasonRateLimited is the reason of a refusal by a quota

@@ -109,8 +109,10 @@ func checkDemo(t *testing.T, out string, n int) {
 	if d := retryDelay(t, lines[i+2]); d <= 0 || d > 2*time.Second {
 		t.Errorf("Expensive's RetryInfo %v: want (0, 2s]", d)
 	}
-	if _, l := find("Expensive: "); !strings.HasPrefix(l, `Expensive: OK "AGAIN" after 2 attempts in `) {
-		t.Errorf("%q: want the interceptor to wait out the RetryInfo and the second attempt admitted", l)
+	// Through the interceptor: refused, waited out, admitted (2 attempts);
+	// or, if a loaded machine let the 2 s pass first, admitted at once.
+	if _, l := find("Expensive: "); !strings.HasPrefix(l, `Expensive: OK "AGAIN" after 2 attempts in `) && !strings.HasPrefix(l, `Expensive: OK "AGAIN" after 1 attempt in `) {
+		t.Errorf("%q: want the interceptor to wait out the RetryInfo and the call admitted", l)
 	}
 	if _, l := find("Hello: ResourceExhausted"); !strings.HasPrefix(l, "Hello: ResourceExhausted after 1 attempt in ") || !strings.HasSuffix(l, "is over MaxWait, so it fails at once") {
 		t.Errorf("%q: want the interceptor to fail at once on a RetryInfo over MaxWait", l)
