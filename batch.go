@@ -199,7 +199,7 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 			continue
 		}
 		c := &checks[i]
-		req := request{kind: callRate, lim: c.Limit, key: keys[i], cost: c.Cost, peek: c.peek, check: i}
+		req := request{kind: callRate, lim: c.Limit, key: keys[i], cost: c.Cost, peek: c.peek, shadow: c.Shadow, check: i}
 		if c.Limit.Algorithm == AlgConcurrency {
 			d.Leases[i] = newLease(keys[i], c.Limit)
 			req.kind, req.holder, req.cost, req.peek = callAcquire, d.Leases[i].ID, 1, false
@@ -259,7 +259,7 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 			c := &checks[req.check]
 			r := req.d.result(req.lim)
 			d.Results[req.check], d.asked = r, d.asked|1<<req.check
-			if r.Allowed && (req.kind == callAcquire || req.cost > 0 && !req.peek) {
+			if r.Allowed && !req.uncharged && (req.kind == callAcquire || req.cost > 0 && !req.peek) {
 				charged |= 1 << req.check
 			}
 			if !r.Allowed {

@@ -480,3 +480,79 @@ func TestResetAfterRefund(t *testing.T) {
 		t.Errorf("fixed window: %v, want the charge's 700ms", got)
 	}
 }
+
+// TestDecideFolds: the enforced rate checks of one algorithm and cost go
+// in one multi-limit script call (on a standalone Redis whatever their
+// identities), and each still gets its own Result. Because that call is
+// atomic, a batch one of them denies charges the others nothing and needs
+// no refund: one round trip, denied or not. A shadow check keeps a call
+// of its own.
+func TestDecideFolds(t *testing.T) {
+	ctx := context.Background()
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rt := &roundTrips{Client: c}
+	l, err := New(rt, opts(WithDenialCache(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	perSecond := Must(GCRA(2, time.Second, 2)).Named("per-second")
+	perHour := Must(GCRA(100, time.Hour, 100)).Named("per-hour")
+	perTenant := Must(GCRA(1000, time.Hour, 1000)).Named("per-tenant")
+	watch := Must(GCRA(1, time.Hour, 1)).Named("watch")
+	checks := []Check{
+		{Identity: "user-1", Limit: perSecond, Cost: 1},
+		{Identity: "user-1", Limit: perHour, Cost: 1},
+		{Identity: "tenant-9", Limit: perTenant, Cost: 1},
+		{Identity: "user-1", Limit: watch, Cost: 1, Shadow: true},
+	}
+	report := func(ch Check) int64 {
+		t.Helper()
+		r, err := l.AllowN(ctx, ch.Identity, ch.Limit, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Remaining
+	}
+	step := func(what string, wantAllowed bool, wantTrips int64, wantCmds map[string]int64) Decision {
+		t.Helper()
+		before, n0 := commandStats(t, c), rt.n.Load()
+		d, err := l.Decide(ctx, checks...)
+		trips := rt.n.Load() - n0
+		got := statsDelta(before, commandStats(t, c))
+		if err != nil || d.Allowed != wantAllowed {
+			t.Fatalf("%s: %+v, %v", what, d, err)
+		}
+		t.Logf("%s: %d round trips, commands %v", what, trips, got)
+		if trips != wantTrips || fmt.Sprint(got) != fmt.Sprint(wantCmds) {
+			t.Fatalf("%s: %d round trips, the server ran %v; want %d and %v", what, trips, got, wantTrips, wantCmds)
+		}
+		for i, ch := range checks {
+			if r := d.Results[i]; r.Limit.Name != ch.Limit.Name || r.Remaining != report(ch) {
+				t.Fatalf("%s: check %d: %+v; a report after says %d remaining", what, i, r, report(ch))
+			}
+		}
+		return d
+	}
+	// TIME once ahead of the scripts, once in each (Redis TIME decides);
+	// the first call loads the scripts (NOSCRIPT, then EVAL).
+	step("first", true, 2, map[string]int64{"eval": 2, "evalsha": 2, "time": 1 + 2})
+	d := step("second", true, 1, map[string]int64{"evalsha": 2, "time": 1 + 2})
+	if d.Results[3].Allowed {
+		t.Fatalf("the shadow check: %+v, want it denied (1 per hour, asked twice)", d.Results[3])
+	}
+	hour, tenant := report(checks[1]), report(checks[2])
+	d = step("per-second spent", false, 1, map[string]int64{"evalsha": 2, "time": 1 + 2})
+	if d.Results[0].Allowed || !d.Results[1].Allowed || !d.Results[2].Allowed {
+		t.Fatalf("per-second spent: %+v; want it alone denied", d.Results)
+	}
+	if report(checks[1]) != hour || report(checks[2]) != tenant {
+		t.Fatalf("the denied batch charged the limits that admitted: per-hour %d → %d, per-tenant %d → %d",
+			hour, report(checks[1]), tenant, report(checks[2]))
+	}
+}

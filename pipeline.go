@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice/internal/keyslot"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
 
@@ -34,12 +36,17 @@ type request struct {
 	each   []int64 // AllowAllInto: every limit's remaining, retry_after and reset_after, filled by the decoder
 	cost   int64
 	peek   bool
+	shadow bool   // Decide: a Shadow check, never folded with others (its denial must not stop their charges)
 	holder string // Acquire, Extend, Release: the lease's holder ID
 	check  int    // Decide: the position of the check this request decides
 	// Refunds: the TIME (µs) the charges were made after, and per key
 	// their cost and the reset_after the charge replied.
 	since   int64
 	charges []int64
+	// folded: a flight joined other checks' requests into this one's
+	// multi-limit call (fold). uncharged: this check admitted on its own
+	// but the call it was folded into did not, so nothing was charged.
+	folded, uncharged bool
 	// d and err are the reply, once the flight has landed.
 	d   decision
 	err error
@@ -52,6 +59,9 @@ type decoder = func(rueidis.RedisResult) (decision, error)
 // AllowAll's (multi).
 func (r *request) build(now *int64) {
 	if r.multi != nil {
+		if r.folded && r.each == nil {
+			r.each = make([]int64, 3*len(r.multi))
+		}
 		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now, r.each)
 		return
 	}
@@ -213,9 +223,72 @@ func (l *Limiter) exchange(ctx context.Context, n *node, start time.Time, reqs [
 // collect copies the replies of a landed flight into reqs and recycles it.
 func (l *Limiter) collect(f *flight, reqs []request) {
 	for i := range reqs {
-		reqs[i].d, reqs[i].err = f.reqs[i].d, f.reqs[i].err
+		w := &f.reqs[f.fold[i]]
+		reqs[i].d, reqs[i].err = w.d, w.err
+		if !w.folded || w.err != nil {
+			continue
+		}
+		// A check folded into a multi-limit call: its own numbers.
+		k := slices.Index(w.keys, reqs[i].key)
+		e := w.each[3*k : 3*k+3]
+		reqs[i].d = decision{allowed: e[1] == 0, remaining: e[0], retryAfter: e[1], resetAfter: e[2]}
+		reqs[i].uncharged = !w.d.allowed
 	}
 	f.recycle()
+}
+
+// fold joins the rate checks of reqs that one multi-limit script can
+// decide together into wire, the requests a flight sends: checks of the
+// same algorithm (gcra or sliding_window, the ones with a multi-limit
+// script), enforced, of the same cost, on distinct keys of one hash slot
+// (any keys on a standalone Redis), at most 16 in one call. fold[i] is
+// the request of wire that decides reqs[i]. One call instead of several
+// costs Redis less, and is atomic: when one of its checks denies, the
+// others are not charged, so nothing of them needs a refund.
+func fold(wire []request, fold []int, reqs []request, cluster bool) ([]request, []int) {
+	for i := range reqs {
+		r := &reqs[i]
+		j := -1
+		if len(reqs) > 1 && foldable(r) {
+			for w := range wire {
+				if joins(&wire[w], r, cluster) {
+					j = w
+					break
+				}
+			}
+		}
+		if j >= 0 {
+			w := &wire[j]
+			if !w.folded {
+				w.folded = true
+				w.multi = append(make([]Limit, 0, 4), w.lim)
+				w.keys = append(make([]string, 0, 4), w.key)
+			}
+			w.multi, w.keys = append(w.multi, r.lim), append(w.keys, r.key)
+		} else {
+			wire = append(wire, *r)
+			j = len(wire) - 1
+		}
+		fold = append(fold, j)
+	}
+	return wire, fold
+}
+
+// foldable reports a check's request that a multi-limit call can take.
+func foldable(r *request) bool {
+	a := r.lim.Algorithm
+	return r.kind == callRate && r.multi == nil && r.decode == nil && !r.peek && !r.shadow && (a == AlgGCRA || a == AlgSlidingWindow)
+}
+
+// joins reports whether r can be folded into w.
+func joins(w, r *request, cluster bool) bool {
+	if !(foldable(w) || w.folded) || w.lim.Algorithm != r.lim.Algorithm || w.cost != r.cost {
+		return false
+	}
+	if w.folded && (len(w.keys) >= 16 || slices.Contains(w.keys, r.key)) || !w.folded && w.key == r.key {
+		return false
+	}
+	return !cluster || keyslot.Of(w.key) == keyslot.Of(r.key)
 }
 
 // launch sends reqs to n, unless n's breaker is open, as one flight.
@@ -252,7 +325,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 		return nil, outcomeClosed, ErrClosed
 	}
 	f := flights.Get().(*flight)
-	f.reqs = append(f.reqs[:0], reqs...)
+	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs, l.router.cluster)
 	for i := range f.reqs {
 		if f.reqs[i].decode == nil {
 			f.reqs[i].build(now)
@@ -332,7 +405,8 @@ func (l *Limiter) flier(f *flight) {
 // answered, which is what liveness means here), and what it did in Redis
 // is reconciled (a lease taken for a caller who left is given back).
 type flight struct {
-	reqs  []request
+	reqs  []request // what it sends: reqs with the checks fold joined
+	fold  []int     // for each of the caller's requests, the one of reqs that decides it
 	node  *node
 	start time.Time
 	since bool                // send TIME ahead of the scripts
