@@ -210,7 +210,9 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 	}
 	var gbuf [2]group
 	groups := byNode(reqs, nodes, gbuf[:0])
-	since := len(reqs) > 1 && now == nil // a refund may be needed: ask each node its TIME first
+	// A refund may be needed: ask each node its TIME first. Not when the
+	// checks all go to one node in one multi-limit call, which is atomic.
+	since := len(reqs) > 1 && now == nil && !(len(groups) == 1 && foldsToOne(reqs, l.router.cluster))
 	l.flyGroups(ctx, start, reqs, groups, now, since)
 	if now != nil {
 		for gi := range groups {

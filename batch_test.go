@@ -555,4 +555,12 @@ func TestDecideFolds(t *testing.T) {
 		t.Fatalf("the denied batch charged the limits that admitted: per-hour %d → %d, per-tenant %d → %d",
 			hour, report(checks[1]), tenant, report(checks[2]))
 	}
+	// Without the shadow check the batch is one call, which needs no
+	// refund, so no TIME ahead of it either.
+	checks = []Check{
+		{Identity: "user-2", Limit: perSecond, Cost: 1},
+		{Identity: "user-2", Limit: perHour, Cost: 1},
+		{Identity: "tenant-8", Limit: perTenant, Cost: 1},
+	}
+	step("one call", true, 1, map[string]int64{"evalsha": 1, "time": 1})
 }

@@ -274,6 +274,26 @@ func fold(wire []request, fold []int, reqs []request, cluster bool) ([]request, 
 	return wire, fold
 }
 
+// foldsToOne reports whether fold makes one call of all of reqs.
+func foldsToOne(reqs []request, cluster bool) bool {
+	if len(reqs) > 16 || !foldable(&reqs[0]) {
+		return false
+	}
+	w := reqs[0]
+	for i := 1; i < len(reqs); i++ {
+		r := &reqs[i]
+		if !foldable(r) || r.lim.Algorithm != w.lim.Algorithm || r.cost != w.cost || cluster && keyslot.Of(r.key) != keyslot.Of(w.key) {
+			return false
+		}
+		for j := range i {
+			if reqs[j].key == r.key {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // foldable reports a check's request that a multi-limit call can take.
 func foldable(r *request) bool {
 	a := r.lim.Algorithm
