@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/model"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 var (
@@ -325,10 +326,14 @@ func gap(r *rand.Rand, now, period, interval, lastRetry, lastReset int64) int64 
 // restore the TTL.
 //
 // The run is seeded; a failure prints the seed, and -seed=N replays it.
-// -model.steps sets the steps per script (10,000; 1,000 with -short).
+// -model.steps sets the steps per script: 10,000 with SLUICE_TEST_FULL=1
+// (internal/testsize), which .ci/run sets; else 3,000; 1,000 with -short.
 func TestModels(t *testing.T) {
 	t.Parallel()
 	steps := *stepsFlag
+	if steps == 10_000 && !testsize.Full() {
+		steps = 3_000
+	}
 	if testing.Short() && steps > 1000 {
 		steps = 1000
 	}
