@@ -1,6 +1,8 @@
 package sluice
 
 import (
+	"errors"
+	"net"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -32,4 +34,45 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 		DisableCache:  true,
 		MaxFlushDelay: 20 * time.Microsecond,
 	}
+}
+
+// OpenClient is rueidis.NewClient(opt) for an application that must start
+// while its Redis is down. When a single Redis (one address, no Sentinel)
+// does not answer the dial, it still returns a client, which dials again
+// on each later call, and reports the dial error as unreachable: a Limiter
+// on it decides by its failure policy until Redis answers, and by Redis
+// from then on. Such a Redis is taken for a standalone one (a node that
+// cannot be reached cannot say it belongs to a cluster). Several
+// addresses are cluster seeds, of which one must answer: otherwise, as for
+// any error but a failed dial (a wrong password, a TLS mismatch), err is
+// set and there is no client.
+func OpenClient(opt rueidis.ClientOption) (client rueidis.Client, unreachable, err error) {
+	client, err = rueidis.NewClient(opt)
+	if err == nil || !isDialError(err) || len(opt.InitAddress) != 1 || opt.Sentinel.MasterSet != "" {
+		return client, nil, err
+	}
+	dialErr := err
+	single := opt
+	single.ForceSingleClient = true
+	client, err = rueidis.NewClient(single)
+	switch {
+	case client == nil:
+		return nil, nil, dialErr
+	case err == nil: // it answers now: a client that can find a cluster
+		client.Close()
+		client, err = rueidis.NewClient(opt)
+		return client, nil, err
+	case !isDialError(err):
+		client.Close()
+		return nil, nil, err
+	}
+	return client, err, nil
+}
+
+// isDialError reports a failure to open a connection to Redis (refused,
+// timed out, no route, unknown host), as opposed to a connection that
+// opened and then failed.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -190,6 +190,24 @@ func ExampleLimiter_AllowAll() {
 	// allowed=false remaining=0 binding=per-second
 }
 
+func ExampleOpenClient() {
+	// Nothing listens on 127.0.0.1:1: the Redis is down at start-up.
+	client, unreachable, err := sluice.OpenClient(sluice.ClientOption("127.0.0.1:1"))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	limiter, err := sluice.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	r, _ := limiter.Allow(context.Background(), "user-1", sluice.Must(sluice.GCRA(10, time.Minute, 10)))
+	fmt.Println("unreachable:", unreachable != nil, "allowed:", r.Allowed, "by the failure policy:", r.Degraded)
+	// Output:
+	// unreachable: true allowed: true by the failure policy: true
+}
+
 func ExampleLimiter_AllowAllInto() {
 	limiter, _, done := exampleLimiter()
 	defer done()

@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -49,11 +50,9 @@ func openStore(redisFlag string) (*store, error) {
 	// script that writes.
 	opt.DisableCache = true
 	addrs := strings.Join(opt.InitAddress, ",")
-	client, err := rueidis.NewClient(opt)
-	var unreachable error
-	if err != nil && isDialError(err) && len(opt.InitAddress) == 1 && opt.Sentinel.MasterSet == "" {
-		client, unreachable, err = openUnreachable(opt, err)
-	}
+	// A single Redis that is down at start-up still gives a client
+	// (sluice.OpenClient): the failure policy decides until it answers.
+	client, unreachable, err := sluice.OpenClient(opt)
 	if err != nil {
 		if len(opt.InitAddress) > 1 && isDialError(err) {
 			return nil, fmt.Errorf("cannot connect to Redis at %s: none of these cluster seeds answers, and one must at start-up for the client to learn the cluster's nodes: %w", addrs, err)
@@ -70,30 +69,6 @@ func openStore(redisFlag string) (*store, error) {
 		close:       client.Close,
 		unreachable: unreachable,
 	}, nil
-}
-
-// openUnreachable is openStore's way with a single address that failed to
-// dial (dialErr): a single-node client, which rueidis returns together with
-// the dial error when ForceSingleClient is set, and which dials again on
-// later calls. If the Redis answers this second dial after all, the client
-// is made again without ForceSingleClient, so a cluster node is still
-// found to be one. err is set only when there is no client to use.
-func openUnreachable(opt rueidis.ClientOption, dialErr error) (client rueidis.Client, unreachable, err error) {
-	single := opt
-	single.ForceSingleClient = true
-	client, err = rueidis.NewClient(single)
-	switch {
-	case client == nil:
-		return nil, nil, dialErr
-	case err == nil: // it answers now
-		client.Close()
-		client, err = rueidis.NewClient(opt)
-		return client, nil, err
-	case !isDialError(err):
-		client.Close()
-		return nil, nil, err
-	}
-	return client, err, nil
 }
 
 // isDialError reports whether err is a failure to open a connection to
