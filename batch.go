@@ -212,7 +212,7 @@ func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error
 	groups := byNode(reqs, nodes, gbuf[:0])
 	// A refund may be needed: ask each node its TIME first. Not when the
 	// checks all go to one node in one multi-limit call, which is atomic.
-	since := len(reqs) > 1 && now == nil && !(len(groups) == 1 && foldsToOne(reqs, l.router.cluster))
+	since := len(reqs) > 1 && now == nil && !(len(groups) == 1 && foldsToOne(reqs))
 	l.flyGroups(ctx, start, reqs, groups, now, since)
 	if now != nil {
 		for gi := range groups {

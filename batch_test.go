@@ -481,12 +481,11 @@ func TestResetAfterRefund(t *testing.T) {
 	}
 }
 
-// TestDecideFolds: the enforced rate checks of one algorithm and cost go
-// in one multi-limit script call (on a standalone Redis whatever their
-// identities), and each still gets its own Result. Because that call is
-// atomic, a batch one of them denies charges the others nothing and needs
-// no refund: one round trip, denied or not. A shadow check keeps a call
-// of its own.
+// TestDecideFolds: the enforced rate checks of one algorithm and cost on
+// one identity (one hash slot) go in one multi-limit script call, and each
+// still gets its own Result. Because that call is atomic, a batch one of
+// them denies charges the others nothing and needs no refund for them. A
+// check of another identity, and a shadow check, keep a call of their own.
 func TestDecideFolds(t *testing.T) {
 	ctx := context.Background()
 	s := redisserver.Start(t)
@@ -541,13 +540,17 @@ func TestDecideFolds(t *testing.T) {
 	}
 	// TIME once ahead of the scripts, once in each (Redis TIME decides);
 	// the first call loads the scripts (NOSCRIPT, then EVAL).
-	step("first", true, 2, map[string]int64{"eval": 2, "evalsha": 2, "time": 1 + 2})
-	d := step("second", true, 1, map[string]int64{"evalsha": 2, "time": 1 + 2})
+	step("first", true, 2, map[string]int64{"eval": 3, "evalsha": 3, "time": 1 + 3})
+	d := step("second", true, 1, map[string]int64{"evalsha": 3, "time": 1 + 3})
 	if d.Results[3].Allowed {
 		t.Fatalf("the shadow check: %+v, want it denied (1 per hour, asked twice)", d.Results[3])
 	}
 	hour, tenant := report(checks[1]), report(checks[2])
-	d = step("per-second spent", false, 1, map[string]int64{"evalsha": 2, "time": 1 + 2})
+	// Denied: the per-hour limit, folded with per-second, was never
+	// charged; per-tenant, on its own call, was charged and is refunded in
+	// a second round trip (a third here: the refund script's first use
+	// loads it).
+	d = step("per-second spent", false, 3, map[string]int64{"eval": 1, "evalsha": 3 + 1, "time": 1 + 3 + 1})
 	if d.Results[0].Allowed || !d.Results[1].Allowed || !d.Results[2].Allowed {
 		t.Fatalf("per-second spent: %+v; want it alone denied", d.Results)
 	}
@@ -555,12 +558,13 @@ func TestDecideFolds(t *testing.T) {
 		t.Fatalf("the denied batch charged the limits that admitted: per-hour %d → %d, per-tenant %d → %d",
 			hour, report(checks[1]), tenant, report(checks[2]))
 	}
-	// Without the shadow check the batch is one call, which needs no
-	// refund, so no TIME ahead of it either.
+	// One identity's checks alone are one call, which needs no refund, so
+	// no TIME ahead of it either; denied, still one round trip.
 	checks = []Check{
 		{Identity: "user-2", Limit: perSecond, Cost: 1},
 		{Identity: "user-2", Limit: perHour, Cost: 1},
-		{Identity: "tenant-8", Limit: perTenant, Cost: 1},
 	}
 	step("one call", true, 1, map[string]int64{"evalsha": 1, "time": 1})
+	step("one call", true, 1, map[string]int64{"evalsha": 1, "time": 1})
+	step("one call, denied", false, 1, map[string]int64{"evalsha": 1, "time": 1})
 }

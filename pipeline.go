@@ -241,17 +241,20 @@ func (l *Limiter) collect(f *flight, reqs []request) {
 // decide together into wire, the requests a flight sends: checks of the
 // same algorithm (gcra or sliding_window, the ones with a multi-limit
 // script), enforced, of the same cost, on distinct keys of one hash slot
-// (any keys on a standalone Redis), at most 16 in one call. fold[i] is
+// (the limits of one identity), at most 16 in one call. The slot holds on
+// a standalone Redis too: proxies in front of a sharded Redis (Redis
+// Enterprise's clustered databases, Envoy) refuse a script whose keys
+// span slots. fold[i] is
 // the request of wire that decides reqs[i]. One call instead of several
 // costs Redis less, and is atomic: when one of its checks denies, the
 // others are not charged, so nothing of them needs a refund.
-func fold(wire []request, fold []int, reqs []request, cluster bool) ([]request, []int) {
+func fold(wire []request, fold []int, reqs []request) ([]request, []int) {
 	for i := range reqs {
 		r := &reqs[i]
 		j := -1
 		if len(reqs) > 1 && foldable(r) {
 			for w := range wire {
-				if joins(&wire[w], r, cluster) {
+				if joins(&wire[w], r) {
 					j = w
 					break
 				}
@@ -275,14 +278,14 @@ func fold(wire []request, fold []int, reqs []request, cluster bool) ([]request, 
 }
 
 // foldsToOne reports whether fold makes one call of all of reqs.
-func foldsToOne(reqs []request, cluster bool) bool {
+func foldsToOne(reqs []request) bool {
 	if len(reqs) > 16 || !foldable(&reqs[0]) {
 		return false
 	}
 	w := reqs[0]
 	for i := 1; i < len(reqs); i++ {
 		r := &reqs[i]
-		if !foldable(r) || r.lim.Algorithm != w.lim.Algorithm || r.cost != w.cost || cluster && keyslot.Of(r.key) != keyslot.Of(w.key) {
+		if !foldable(r) || r.lim.Algorithm != w.lim.Algorithm || r.cost != w.cost || keyslot.Of(r.key) != keyslot.Of(w.key) {
 			return false
 		}
 		for j := range i {
@@ -301,14 +304,14 @@ func foldable(r *request) bool {
 }
 
 // joins reports whether r can be folded into w.
-func joins(w, r *request, cluster bool) bool {
+func joins(w, r *request) bool {
 	if !(foldable(w) || w.folded) || w.lim.Algorithm != r.lim.Algorithm || w.cost != r.cost {
 		return false
 	}
 	if w.folded && (len(w.keys) >= 16 || slices.Contains(w.keys, r.key)) || !w.folded && w.key == r.key {
 		return false
 	}
-	return !cluster || keyslot.Of(w.key) == keyslot.Of(r.key)
+	return keyslot.Of(w.key) == keyslot.Of(r.key)
 }
 
 // launch sends reqs to n, unless n's breaker is open, as one flight.
@@ -345,7 +348,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 		return nil, outcomeClosed, ErrClosed
 	}
 	f := flights.Get().(*flight)
-	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs, l.router.cluster)
+	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs)
 	for i := range f.reqs {
 		if f.reqs[i].decode == nil {
 			f.reqs[i].build(now)
