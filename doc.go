@@ -12,9 +12,19 @@
 //	res, err := limiter.Allow(ctx, userID, perUser)
 //
 // Each limit has one state per identity, a Redis key named by the limit
-// (Limiter.Key): Allow, AllowN, Peek, AllowAll (several limits at once,
-// all-or-nothing), Reset and Acquire/Release/Extend for concurrency limits
-// all address that same state.
+// (Limiter.Key): Allow, AllowN, Peek, AllowAll and AllowAllInto (several
+// limits of one identity at once, all-or-nothing), Reset and
+// Acquire/Release/Extend for concurrency limits all address that same
+// state.
+//
+// Decide takes a request's limits on any identities at once (per IP, per
+// API key, per route, a concurrency slot) in one round trip, with a Result
+// for each, and a denied request charged nothing. Reserve, Wait and their
+// N forms are the caller's side: a fleet of workers keeping one upstream's
+// rate together, each waiting its turn.
+//
+// OpenClient builds a client that a Redis down at start-up does not stop:
+// the failure policy decides until Redis answers.
 //
 // Every call goes through one decision pipeline: the circuit breaker, the
 // per-call timeout, the script call, the classification of an error (the
