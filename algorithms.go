@@ -14,9 +14,21 @@ import (
 // in refund.lua. It is the one table the pipeline reads; nothing else
 // switches on the algorithm to reach Redis.
 type algorithm struct {
-	call   func(key string, lim Limit, cost int64, now *int64, peek bool) luart.Call
-	decode func(rueidis.RedisResult) (decision, error)
-	refund int64 // 0: no refund (concurrency slots are released instead)
+	call    func(key string, lim Limit, cost int64, now *int64, peek bool) luart.Call
+	decode  func(rueidis.RedisResult) (decision, error)
+	refund  int64        // 0: no refund (concurrency slots are released instead)
+	reserve *reservation // nil: the algorithm cannot reserve (docs/limiter.md says why)
+}
+
+// reservation is how an algorithm that can reserve (Limiter.Reserve, Wait)
+// books a cost and cancels a booking. Both reserve scripts reply the same
+// shape (ok, delay, act_at, and the state written as a TAT and remainder),
+// which booked reads into a decision.
+type reservation struct {
+	call         func(key string, lim Limit, cost, maxWait int64, now *int64) luart.Call
+	decode       func(rueidis.RedisResult) (decision, error)
+	cancel       func(key string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call
+	decodeCancel func(rueidis.RedisResult) (decision, error)
 }
 
 var peekTrue = true
@@ -60,6 +72,24 @@ var (
 		},
 		decode: decode4(scripts.TokenBucket.Decode),
 		refund: 4,
+		reserve: &reservation{
+			call: func(k string, lim Limit, cost, maxWait int64, now *int64) luart.Call {
+				return scripts.TokenBucketReserve.Call(scripts.TokenBucketReserveKeys{State: k}, scripts.TokenBucketReserveArgs{
+					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: maxWait, Now: now})
+			},
+			decode: func(r rueidis.RedisResult) (decision, error) {
+				m, err := scripts.TokenBucketReserve.Decode(r)
+				return booked(m.Ok, m.Delay, m.ActAt, m.Tat, m.Rem), err
+			},
+			cancel: func(k string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call {
+				return scripts.TokenBucketCancel.Call(scripts.TokenBucketCancelKeys{State: k}, scripts.TokenBucketCancelArgs{
+					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Tat: tat, Rem: rem, ActAt: actAt, Now: now})
+			},
+			decodeCancel: func(r rueidis.RedisResult) (decision, error) {
+				_, err := scripts.TokenBucketCancel.Decode(r)
+				return decision{}, err
+			},
+		},
 	}
 	algGCRA = algorithm{
 		call: func(k string, lim Limit, cost int64, now *int64, peek bool) luart.Call {
@@ -68,11 +98,36 @@ var (
 		},
 		decode: decode4(scripts.GCRA.Decode),
 		refund: 5,
+		reserve: &reservation{
+			call: func(k string, lim Limit, cost, maxWait int64, now *int64) luart.Call {
+				return scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
+					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: maxWait, Now: now})
+			},
+			decode: func(r rueidis.RedisResult) (decision, error) {
+				m, err := scripts.GCRAReserve.Decode(r)
+				return booked(m.Ok, m.Delay, m.ActAt, m.Tat, m.Rem), err
+			},
+			cancel: func(k string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call {
+				return scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: k}, scripts.GCRACancelArgs{
+					Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Tat: tat, Rem: rem, ActAt: actAt, Now: now})
+			},
+			decodeCancel: func(r rueidis.RedisResult) (decision, error) {
+				_, err := scripts.GCRACancel.Decode(r)
+				return decision{}, err
+			},
+		},
 	}
 	// A concurrency check's call is built by acquireCall (it needs the
 	// holder); the table reads its reply.
 	algConcurrency = algorithm{decode: decode4(scripts.ConcurrencyAcquire.Decode)}
 )
+
+// booked is a reserve script's reply as a decision: allowed is ok,
+// remaining the delay, retryAfter act_at, resetAfter and limiting the TAT
+// written and its remainder (Reservation reads them back).
+func booked(ok bool, delay, actAt, tat, rem int64) decision {
+	return decision{allowed: ok, remaining: delay, retryAfter: actAt, resetAfter: tat, limiting: rem}
+}
 
 // algorithmOf is lim's entry in the table (lim is validated).
 func algorithmOf(lim Limit) *algorithm {
@@ -132,7 +187,7 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int
 		}
 		return call, func(r rueidis.RedisResult) (decision, error) {
 			m, err := scripts.GCRAMulti.Decode(r)
-			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(each, m.PerLimit, err)
+			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(scripts.GCRAMulti.Name, each, m.PerLimit, err)
 		}
 	}
 	nums := make([]int64, 0, 2*len(limits))
@@ -145,18 +200,18 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int
 	}
 	return call, func(r rueidis.RedisResult) (decision, error) {
 		m, err := scripts.SlidingWindowMulti.Decode(r)
-		return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(each, m.PerLimit, err)
+		return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(scripts.SlidingWindowMulti.Name, each, m.PerLimit, err)
 	}
 }
 
-// copyEach copies a multi-limit script's per-limit numbers into each,
-// which must be exactly as long.
-func copyEach(each, got []int64, err error) error {
+// copyEach copies script's per-limit numbers into each, which must be
+// exactly as long.
+func copyEach(script string, each, got []int64, err error) error {
 	if err != nil {
 		return err
 	}
 	if len(got) != len(each) {
-		return &luart.Error{Script: "per-limit results", Err: fmt.Errorf("%w: want %d numbers, got %d", luart.ErrMalformedReply, len(each), len(got))}
+		return &luart.Error{Script: script, Err: fmt.Errorf("%w: per_limit: want %d numbers, got %d", luart.ErrMalformedReply, len(each), len(got))}
 	}
 	copy(each, got)
 	return nil

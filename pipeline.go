@@ -244,10 +244,10 @@ func (l *Limiter) collect(f *flight, reqs []request) {
 // (the limits of one identity), at most 16 in one call. The slot holds on
 // a standalone Redis too: proxies in front of a sharded Redis (Redis
 // Enterprise's clustered databases, Envoy) refuse a script whose keys
-// span slots. fold[i] is
-// the request of wire that decides reqs[i]. One call instead of several
-// costs Redis less, and is atomic: when one of its checks denies, the
-// others are not charged, so nothing of them needs a refund.
+// span slots. fold[i] is the request of wire that decides reqs[i]. One
+// call instead of several costs Redis less, and is atomic: when one of
+// its checks denies, the others are not charged, so nothing of them needs
+// a refund.
 func fold(wire []request, fold []int, reqs []request) ([]request, []int) {
 	for i := range reqs {
 		r := &reqs[i]
@@ -282,16 +282,9 @@ func foldsToOne(reqs []request) bool {
 	if len(reqs) > 16 || !foldable(&reqs[0]) {
 		return false
 	}
-	w := reqs[0]
 	for i := 1; i < len(reqs); i++ {
-		r := &reqs[i]
-		if !foldable(r) || r.lim.Algorithm != w.lim.Algorithm || r.cost != w.cost || keyslot.Of(r.key) != keyslot.Of(w.key) {
+		if !foldable(&reqs[i]) || !oneCall(&reqs[0], &reqs[i]) || slices.ContainsFunc(reqs[:i], func(o request) bool { return o.key == reqs[i].key }) {
 			return false
-		}
-		for j := range i {
-			if reqs[j].key == r.key {
-				return false
-			}
 		}
 	}
 	return true
@@ -303,15 +296,22 @@ func foldable(r *request) bool {
 	return r.kind == callRate && r.multi == nil && r.decode == nil && !r.peek && !r.shadow && (a == AlgGCRA || a == AlgSlidingWindow)
 }
 
-// joins reports whether r can be folded into w.
+// oneCall reports checks one multi-limit call can decide together: one
+// algorithm, one cost, one hash slot.
+func oneCall(a, b *request) bool {
+	return a.lim.Algorithm == b.lim.Algorithm && a.cost == b.cost && keyslot.Of(a.key) == keyslot.Of(b.key)
+}
+
+// joins reports whether r can be folded into w: a wire request that is
+// still a single check, or already a fold, with room and not r's key.
 func joins(w, r *request) bool {
-	if !(foldable(w) || w.folded) || w.lim.Algorithm != r.lim.Algorithm || w.cost != r.cost {
-		return false
+	switch {
+	case w.folded:
+		return len(w.keys) < 16 && !slices.Contains(w.keys, r.key) && oneCall(w, r)
+	case foldable(w):
+		return w.key != r.key && oneCall(w, r)
 	}
-	if w.folded && (len(w.keys) >= 16 || slices.Contains(w.keys, r.key)) || !w.folded && w.key == r.key {
-		return false
-	}
-	return keyslot.Of(w.key) == keyslot.Of(r.key)
+	return false
 }
 
 // launch sends reqs to n, unless n's breaker is open, as one flight.
@@ -767,7 +767,7 @@ func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
 			l.giveBack(req.key, req.holder, req.lim)
 		}
 	case callRate:
-		if cl == classOK && req.d.allowed && req.cost > 0 && !req.peek {
+		if cl == classOK && req.d.allowed && !req.uncharged && req.cost > 0 && !req.peek {
 			l.metrics.lateCharge(req.lim)
 		}
 	case callReserve:

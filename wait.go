@@ -117,16 +117,9 @@ func (r *Reservation) cancel(ctx context.Context, at *time.Time) error {
 		}
 		return nil
 	}
-	req := request{kind: callCancel, lim: r.Limit, key: r.key}
-	if r.Limit.Algorithm == AlgTokenBucket {
-		req.call = scripts.TokenBucketCancel.Call(scripts.TokenBucketCancelKeys{State: r.key}, scripts.TokenBucketCancelArgs{
-			Limit: r.Limit.Rate, Period: r.Limit.periodMicros(), Burst: r.Limit.Burst, Cost: cost, Tat: r.tat, Rem: r.rem, ActAt: r.actAt, Now: nowArg})
-		req.decode = decodeBucketCancel
-	} else {
-		req.call = scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: r.key}, scripts.GCRACancelArgs{
-			Limit: r.Limit.Rate, Period: r.Limit.periodMicros(), Cost: cost, Tat: r.tat, Rem: r.rem, ActAt: r.actAt, Now: nowArg})
-		req.decode = decodeCancel
-	}
+	rv := algorithmOf(r.Limit).reserve
+	req := request{kind: callCancel, lim: r.Limit, key: r.key, decode: rv.decodeCancel,
+		call: rv.cancel(r.key, r.Limit, cost, r.tat, r.rem, r.actAt, nowArg)}
 	if _, err := l.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: cancel %s: %w", r.key, err)
 	}
@@ -148,9 +141,9 @@ func (r *Reservation) cancelParts(ctx context.Context, now time.Time, nowArg *in
 	}
 	reqs := make([]request, len(r.parts))
 	for i, p := range r.parts {
-		call := scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: p.key}, scripts.GCRACancelArgs{
-			Limit: p.lim.Rate, Period: p.lim.periodMicros(), Cost: p.cost, Tat: p.tat, Rem: p.rem, ActAt: r.actAt, Now: nowArg})
-		reqs[i] = request{kind: callCancel, call: call, decode: decodeCancel, lim: p.lim, key: p.key}
+		rv := algorithmOf(p.lim).reserve
+		reqs[i] = request{kind: callCancel, call: rv.cancel(p.key, p.lim, p.cost, p.tat, p.rem, r.actAt, nowArg),
+			decode: rv.decodeCancel, lim: p.lim, key: p.key}
 	}
 	o, err := l.exchange(ctx, l.router.nodeFor(r.parts[0].key), time.Now(), reqs, nowArg, false)
 	if o == outcomeOK {
@@ -165,16 +158,6 @@ func (r *Reservation) cancelParts(ctx context.Context, now time.Time, nowArg *in
 		return fmt.Errorf("sluice: cancel %s: %w", r.key, err)
 	}
 	return nil
-}
-
-func decodeCancel(r rueidis.RedisResult) (decision, error) {
-	_, err := scripts.GCRACancel.Decode(r)
-	return decision{}, err
-}
-
-func decodeBucketCancel(r rueidis.RedisResult) (decision, error) {
-	_, err := scripts.TokenBucketCancel.Decode(r)
-	return decision{}, err
 }
 
 // Reserve is ReserveN with a cost of 1.
@@ -196,7 +179,8 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
-	if lim.Algorithm != AlgGCRA && lim.Algorithm != AlgTokenBucket {
+	rv := algorithmOf(lim).reserve
+	if rv == nil {
 		return nil, fmt.Errorf("%w: %s: only gcra and token_bucket limits can reserve, got %s", ErrInvalidLimit, lim.Name, lim.Algorithm)
 	}
 	if cost < 1 || cost > MaxCost {
@@ -205,17 +189,8 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	maxWait = min(max(maxWait, 0), maxPeriod)
 	k := l.Key(identity, lim)
 	res := &Reservation{Limit: lim, l: l, key: k, cost: cost}
-	wait := int64(maxWait / time.Microsecond)
-	req := request{kind: callReserve, lim: lim, key: k, cost: cost}
-	if lim.Algorithm == AlgTokenBucket {
-		req.call = scripts.TokenBucketReserve.Call(scripts.TokenBucketReserveKeys{State: k}, scripts.TokenBucketReserveArgs{
-			Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: wait, Now: l.nowArg()})
-		req.decode = decodeBucketReserve
-	} else {
-		req.call = scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
-			Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: wait, Now: l.nowArg()})
-		req.decode = decodeReserve
-	}
+	req := request{kind: callReserve, lim: lim, key: k, cost: cost, decode: rv.decode,
+		call: rv.call(k, lim, cost, int64(maxWait/time.Microsecond), l.nowArg())}
 	err := l.reserve(ctx, &req, res, func(d decision) {
 		res.tat, res.rem = d.resetAfter, d.limiting
 	}, func(p *localFallback, now time.Time) {
@@ -276,21 +251,6 @@ func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, b
 	}
 	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: req.lim, Degraded: res.Degraded}, start)
 	return nil
-}
-
-// decodeReserve reads gcra_reserve's reply into a decision: allowed is ok,
-// remaining the delay, retryAfter act_at, resetAfter and limiting the TAT
-// written and its remainder.
-func decodeReserve(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.GCRAReserve.Decode(r)
-	return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt, resetAfter: m.Tat, limiting: m.Rem}, err
-}
-
-// decodeBucketReserve reads token_bucket_reserve's reply, of the same
-// shape as gcra_reserve's.
-func decodeBucketReserve(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.TokenBucketReserve.Decode(r)
-	return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt, resetAfter: m.Tat, limiting: m.Rem}, err
 }
 
 // ReserveAll reserves on several GCRA limits of one identity at once (say
