@@ -124,7 +124,11 @@ type Server struct {
 }
 
 // New validates cfg and returns a Server.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (*Server, error) { return newStubbable(cfg, nil) }
+
+// newStubbable is New with decide deciding in place of the Limiter (nil: the
+// Limiter).
+func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...sluice.Check) error) (*Server, error) {
 	bad := func(err error) (*Server, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
 	if cfg.Limiter == nil {
 		return bad(errors.New("grpclimit: no Limiter"))
@@ -170,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	eng, err := ratepolicy.New(ratepolicy.Config[*Call]{
-		Pkg: "grpclimit", Limiter: cfg.Limiter,
+		Pkg: "grpclimit", Limiter: cfg.Limiter, Decide: decide,
 		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Methods), RoutesField: "Methods",
 		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
 		Shadow: cfg.Shadow, Logger: s.log, RouteAttr: "method",

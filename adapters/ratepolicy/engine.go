@@ -18,6 +18,10 @@ type Config[R any] struct {
 	Pkg string
 	// Limiter makes the decisions (required).
 	Limiter *sluice.Limiter
+	// Decide, when set, decides in place of Limiter.DecideInto: a wrapper
+	// (tracing, a stub that measures an adapter's own cost in a
+	// benchmark). Failure policy and releases stay the Limiter's.
+	Decide func(ctx context.Context, d *sluice.Decision, checks ...sluice.Check) error
 	// Policies apply to every request.
 	Policies []Policy[R]
 	// Routes adds policies per route key (an HTTP route template, a gRPC
@@ -56,6 +60,7 @@ type Metrics struct {
 type Engine[R any] struct {
 	pkg       string
 	lim       *sluice.Limiter
+	decide    func(ctx context.Context, d *sluice.Decision, checks ...sluice.Check) error
 	base      []*Compiled[R]
 	routes    map[string][]*Compiled[R]
 	tiers     map[string][]*Compiled[R]
@@ -76,9 +81,12 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 		return nil, fmt.Errorf("%s: no Limiter", pkg)
 	}
 	e := &Engine[R]{
-		pkg: pkg, lim: cfg.Limiter, tier: cfg.Tier, deftier: cfg.DefaultTier, shadow: cfg.Shadow,
+		pkg: pkg, lim: cfg.Limiter, decide: cfg.Decide, tier: cfg.Tier, deftier: cfg.DefaultTier, shadow: cfg.Shadow,
 		log: cfg.Logger, routeAttr: cfg.RouteAttr,
 		routes: map[string][]*Compiled[R]{}, tiers: map[string][]*Compiled[R]{},
+	}
+	if e.decide == nil {
+		e.decide = e.lim.DecideInto
 	}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -292,7 +300,7 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 	if len(d.checks) == 0 {
 		return nil
 	}
-	if err := e.lim.DecideInto(ctx, &d.batch, d.checks...); err != nil {
+	if err := e.decide(ctx, &d.batch, d.checks...); err != nil {
 		return err
 	}
 	all := true
