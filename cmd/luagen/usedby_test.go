@@ -76,7 +76,7 @@ func TestUsedBy(t *testing.T) {
 		if args[0] == "get" {
 			// sluice v0.0.0 exists only through the replace directive: keep
 			// go get from asking a proxy about it. The module cache holds
-			// everything else after go mod download.
+			// everything else after go mod download all.
 			cmd.Env = append(cmd.Env, "GOPROXY=off")
 		}
 		out, err := cmd.CombinedOutput()
@@ -86,7 +86,9 @@ func TestUsedBy(t *testing.T) {
 		return string(out)
 	}
 
-	goCmd("mod", "download")
+	// all: every module of the build list, the tool's too (luagen's
+	// imports reach modules the scratch module's own packages do not).
+	goCmd("mod", "download", "all")
 	goCmd("get", "-tool", "github.com/sluice-go/sluice/cmd/luagen@v0.0.0")
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
