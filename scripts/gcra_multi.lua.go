@@ -20,7 +20,7 @@ const (
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GCRAMultiSHA1 = "2abe5c5ad6e863325fe2b8705872415f67e8dc5b"
+const GCRAMultiSHA1 = "6625be9df39891d45b5bf9cf9cadd46d421fdd76"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
@@ -169,9 +169,12 @@ if #ARGV ~= 3 + 3 * n then
   end
   return h.bad('want cost, now, each and 3 numbers (limit, period, burst) per key: ' .. h.fmt(3 + 3 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
+-- KEYS and ARGV are globals: locals read them without a lookup each.
+local keys, argv = KEYS, ARGV
 for i = 2, n do
+  local k = keys[i]
   for j = 1, i - 1 do
-    if KEYS[i] == KEYS[j] then
+    if k == keys[j] then
       local h = lib()
       return h.bad('key ' .. h.fmt(i) .. ' repeats key ' .. h.fmt(j))
     end
@@ -183,15 +186,15 @@ end
 -- accepts the same values and names the first bad one. Each limit's T =
 -- period/limit is used in lowest terms p/l, as in gcra: lim[i] = l, per[i]
 -- = p, bp[i] = burst*p.
-local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+local cost, now, each = tonumber(argv[1]), tonumber(argv[2]), argv[3]
+local ok = find(table.concat(argv), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or argv[2] == '')
   and (each == '' or each == '0' or each == '1')
 local lim, per, bur, bp = {}, {}, {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period, burst = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local limit, period, burst = tonumber(argv[3 * i + 1]), tonumber(argv[3 * i + 2]), tonumber(argv[3 * i + 3])
   ok = limit and period and burst and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and burst >= 1 and burst <= MAX
   if ok then
@@ -212,7 +215,7 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
-  each = ARGV[3]
+  each = argv[3]
   if each ~= '' and each ~= '0' and each ~= '1' then
     return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
   end
@@ -241,7 +244,7 @@ end
 
 -- Evaluate every limit as gcra does on its key; one MGET reads them all (a
 -- key of another type reads as missing, as in gcra).
-local vals = redis.call('MGET', unpack(KEYS))
+local vals = redis.call('MGET', unpack(keys))
 local tat, rem = {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
@@ -343,9 +346,9 @@ for i = 1, n do
     else
       val = format('%d', t)
     end
-    redis.call('SET', KEYS[i], val, 'PX', format('%d', ms))
-  elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
-    lib().expire_in(KEYS[i], life) -- repair a key found without TTL
+    redis.call('SET', keys[i], val, 'PX', format('%d', ms))
+  elseif vals[i] and redis.call('PTTL', keys[i]) == -1 then
+    lib().expire_in(keys[i], life) -- repair a key found without TTL
   end
 end
 if each then

@@ -145,9 +145,12 @@ if #ARGV ~= 3 + 2 * n then
   end
   return h.bad('want cost, now, each and 2 numbers (limit, period) per key: ' .. h.fmt(3 + 2 * n) .. ' arguments for ' .. h.fmt(n) .. ' ' .. keys .. ', got ' .. h.fmt(#ARGV))
 end
+-- KEYS and ARGV are globals: locals read them without a lookup each.
+local keys, argv = KEYS, ARGV
 for i = 2, n do
+  local k = keys[i]
   for j = 1, i - 1 do
-    if KEYS[i] == KEYS[j] then
+    if k == keys[j] then
       local h = lib()
       return h.bad('key ' .. h.fmt(i) .. ' repeats key ' .. h.fmt(j))
     end
@@ -157,15 +160,15 @@ end
 -- Arguments: the usual ARGV (each empty or decimal digits, every number in
 -- range) passes one check; anything else goes through int_arg, which
 -- accepts the same values and names the first bad one.
-local cost, now, each = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local ok = find(table.concat(ARGV), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or ARGV[2] == '')
+local cost, now, each = tonumber(argv[1]), tonumber(argv[2]), argv[3]
+local ok = find(table.concat(argv), '^%d+$') and cost and cost <= MAX and (now and now <= MAX or argv[2] == '')
   and (each == '' or each == '0' or each == '1')
 local lim, per = {}, {}
 for i = 1, n do
   if not ok then
     break
   end
-  local limit, period = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
+  local limit, period = tonumber(argv[2 * i + 2]), tonumber(argv[2 * i + 3])
   ok = limit and period and limit >= 1 and limit <= MAX and period >= 1 and period <= MAX_PERIOD
     and limit * period <= MAX
   lim[i], per[i] = limit, period
@@ -177,7 +180,7 @@ if not ok then
   if err then return h.bad(err) end
   now, err = h.int_arg(2, 'now', 0, MAX, true)
   if err then return h.bad(err) end
-  each = ARGV[3]
+  each = argv[3]
   if each ~= '' and each ~= '0' and each ~= '1' then
     return h.bad('each must be 1, 0 or empty, got "' .. string.sub(each, 1, 24) .. '"')
   end
@@ -203,7 +206,7 @@ end
 
 -- Evaluate every limit as sliding_window does on its key; one MGET reads
 -- them all (a key of another type reads as missing, as in sliding_window).
-local vals = redis.call('MGET', unpack(KEYS))
+local vals = redis.call('MGET', unpack(keys))
 local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
 local waits = each and {} -- with each: every limit's own wait (0 when it admits)
 local allowed, retry, limiting = 1, 0, 0
@@ -312,9 +315,9 @@ for i = 1, n do
     if ms < 2 then
       ms = 2
     end
-    redis.call('SET', KEYS[i], format('%d:%d:%d', wins[i], cur, prev), 'PX', format('%d', ms))
-  elseif vals[i] and redis.call('PTTL', KEYS[i]) == -1 then
-    lib().expire_in(KEYS[i], life) -- repair a key found without TTL
+    redis.call('SET', keys[i], format('%d:%d:%d', wins[i], cur, prev), 'PX', format('%d', ms))
+  elseif vals[i] and redis.call('PTTL', keys[i]) == -1 then
+    lib().expire_in(keys[i], life) -- repair a key found without TTL
   end
 end
 if each then
