@@ -1,10 +1,12 @@
 package sluice
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -300,7 +302,9 @@ func TestCancelAt(t *testing.T) {
 // on a 3-master cluster (a token bucket). The moments Redis booked (on its
 // clock) number rate × duration + burst, ±1%, and no 1-second window holds
 // more than 100 + burst; the goroutines' own wake-up times, which a loaded
-// machine delays, are reported.
+// machine delays, are reported. The processes start the run together once
+// each is connected, and go on fleetSlack past the counted window, so a slow
+// start or a late wake-up takes nothing from the count.
 func TestWaitFleet(t *testing.T) {
 	if os.Getenv(fleetEnv) != "" {
 		fleetWorker(t)
@@ -326,20 +330,58 @@ func TestWaitFleet(t *testing.T) {
 			name := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
 			dir := t.TempDir()
 			cmds := make([]*exec.Cmd, procs)
-			var outs [procs]bytes.Buffer
+			stdins := make([]io.WriteCloser, procs)
+			copied := make([]chan struct{}, procs)
+			var outs, errs [procs]bytes.Buffer
+			t.Cleanup(func() {
+				for p, c := range cmds {
+					if c != nil && c.ProcessState == nil {
+						_ = stdins[p].Close() // a worker not yet started sees EOF and stops
+						<-copied[p]
+						_ = c.Wait()
+					}
+				}
+			})
 			for p := range cmds {
 				c := exec.Command(exe, "-test.run=^TestWaitFleet$", "-test.count=1")
 				c.Env = append(os.Environ(), fleetEnv+"="+strings.Join([]string{
-					strings.Join(tc.addrs, ","), string(tc.lim.Algorithm), name, filepath.Join(dir, strconv.Itoa(p)), dur.String()}, ";"))
-				c.Stdout, c.Stderr = &outs[p], &outs[p]
+					strings.Join(tc.addrs, ","), string(tc.lim.Algorithm), name, filepath.Join(dir, strconv.Itoa(p))}, ";"))
+				c.Stderr = &errs[p]
+				in, err := c.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := c.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
 				if err := c.Start(); err != nil {
 					t.Fatal(err)
 				}
-				cmds[p] = c
+				cmds[p], stdins[p], copied[p] = c, in, make(chan struct{})
+				// Each worker says it is connected before the run starts, so
+				// that a slow start (the race detector, a loaded machine)
+				// shortens no process's share of the run.
+				line, err := bufio.NewReader(io.TeeReader(out, &outs[p])).ReadString('\n')
+				go func() { _, _ = io.Copy(&outs[p], out); close(copied[p]) }()
+				if line != fleetReady+"\n" {
+					<-copied[p]
+					t.Fatalf("worker process %d did not start (%v):\n%s%s", p, err, outs[p].String(), errs[p].String())
+				}
+			}
+			// Every process runs until one moment, fleetSlack past the
+			// window that is counted, so that every reservation booked in
+			// the window is waited for, however late its goroutine wakes.
+			stop := time.Now().Add(dur + fleetSlack)
+			for p := range cmds {
+				if _, err := fmt.Fprintln(stdins[p], stop.UnixNano()); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for p, c := range cmds {
+				<-copied[p]
 				if err := c.Wait(); err != nil {
-					t.Fatalf("worker process %d: %v\n%s", p, err, outs[p].String())
+					t.Fatalf("worker process %d: %v\n%s%s", p, err, outs[p].String(), errs[p].String())
 				}
 			}
 			var booked []int64 // act_at of every reservation, µs on Redis' clock
@@ -389,22 +431,20 @@ func TestWaitFleet(t *testing.T) {
 
 const (
 	fleetEnv              = "SLUICE_TEST_FLEET_WORKER" // addrs;algorithm;limit name;output file
+	fleetReady            = "fleet worker ready"
 	fleetRate, fleetBurst = 100, 10
 	fleetWorkers          = 32
-	fleetDuration         = 10 * time.Second
+	fleetSlack            = 500 * time.Millisecond
 )
 
-// fleetWorker is one process of TestWaitFleet: fleetWorkers goroutines
-// call WaitN for the duration it is given, then it writes every reservation's booked
-// moment and how late its goroutine woke, a line each.
+// fleetWorker is one process of TestWaitFleet: it connects, says
+// fleetReady, reads the moment to stop at (Unix ns) from stdin, and then
+// fleetWorkers goroutines call WaitN until that moment; it writes every
+// reservation's booked moment and how late its goroutine woke, a line each.
 func fleetWorker(t *testing.T) {
 	f := strings.Split(os.Getenv(fleetEnv), ";")
-	if len(f) != 5 {
-		t.Fatalf("%s=%q: want addrs;algorithm;name;file;duration", fleetEnv, os.Getenv(fleetEnv))
-	}
-	dur, err := time.ParseDuration(f[4])
-	if err != nil {
-		t.Fatal(err)
+	if len(f) != 4 {
+		t.Fatalf("%s=%q: want addrs;algorithm;name;file", fleetEnv, os.Getenv(fleetEnv))
 	}
 	lim := Must(GCRA(fleetRate, time.Second, fleetBurst))
 	if Algorithm(f[1]) == AlgTokenBucket {
@@ -421,12 +461,21 @@ func fleetWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	fmt.Println(fleetReady)
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the moment to stop at: %v", err)
+	}
+	stopNs, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		t.Fatalf("the moment to stop at: %v", err)
+	}
 	var mu sync.Mutex
 	var out strings.Builder
 	// Cancelled, not a deadline: a deadline would refuse the reservations
 	// that conform after it, which the run should go on making until then.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer time.AfterFunc(dur, cancel).Stop()
+	defer time.AfterFunc(time.Until(time.Unix(0, stopNs)), cancel).Stop()
 	var wg sync.WaitGroup
 	for range fleetWorkers {
 		wg.Add(1)
