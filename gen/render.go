@@ -259,15 +259,23 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	).Qual(luartPath, "Call").Block(callBody(s)...)
 
 	// Decode.
-	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script as %s. Server\n// errors and replies of the wrong shape come back as *luart.Error.", resultT))
+	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script, as rueidis returns\n// it, as %s. Server errors and replies of the wrong shape come back as\n// *luart.Error.", resultT))
 	f.Func().Params(recv.Clone()).Id("Decode").Params(
 		jen.Id("res").Qual(rueidisPath, "RedisResult"),
+	).Params(jen.Id(resultT), jen.Error()).Block(
+		jen.Return(jen.Id("s").Dot("DecodeReply").Call(jen.Qual(luartPath, "FromRueidis").Call(jen.Id("res")))),
+	)
+
+	// DecodeReply.
+	f.Comment("// DecodeReply is Decode for a reply from any client (luart.Reply): from\n// go-redis, luart.FromValue(cmd.Result()).")
+	f.Func().Params(recv.Clone()).Id("DecodeReply").Params(
+		jen.Id("res").Qual(luartPath, "Reply"),
 	).Params(jen.Id(resultT), jen.Error()).BlockFunc(func(g *jen.Group) {
 		listReply := len(s.Returns) > 0 && s.Returns[len(s.Returns)-1].Variadic
 		if listReply {
-			g.Id("d").Op(":=").Qual(luartPath, "NewListDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)-1))
+			g.Id("d").Op(":=").Qual(luartPath, "NewListReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)-1))
 		} else {
-			g.Id("d").Op(":=").Qual(luartPath, "NewDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
+			g.Id("d").Op(":=").Qual(luartPath, "NewReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
 		}
 		if len(s.Returns) > 0 {
 			g.Id("r").Op(":=").Id(resultT).ValuesFunc(func(v *jen.Group) {

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // ConcurrencyReleaseSHA1 is the SHA1 of concurrency_release.lua, as SCRIPT LOAD returns it.
@@ -241,10 +241,17 @@ func (s *ConcurrencyReleaseScript) Call(keys ConcurrencyReleaseKeys, args Concur
 	}
 }
 
-// Decode reads the result of one call of this script as ConcurrencyReleaseResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as ConcurrencyReleaseResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *ConcurrencyReleaseScript) Decode(res rueidis.RedisResult) (ConcurrencyReleaseResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *ConcurrencyReleaseScript) DecodeReply(res luart.Reply) (ConcurrencyReleaseResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := ConcurrencyReleaseResult{
 		Released:   d.Bool(0, "released"),
 		Holders:    d.Int(1, "holders"),

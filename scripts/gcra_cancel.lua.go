@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // GCRACancelSHA1 is the SHA1 of gcra_cancel.lua, as SCRIPT LOAD returns it.
@@ -283,10 +283,17 @@ func (s *GCRACancelScript) Call(keys GCRACancelKeys, args GCRACancelArgs) luart.
 	}
 }
 
-// Decode reads the result of one call of this script as GCRACancelResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as GCRACancelResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *GCRACancelScript) Decode(res rueidis.RedisResult) (GCRACancelResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *GCRACancelScript) DecodeReply(res luart.Reply) (GCRACancelResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := GCRACancelResult{
 		Restored: d.Int(0, "restored"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
@@ -443,10 +443,17 @@ func (s *GCRAMultiScript) Call(keys GCRAMultiKeys, args GCRAMultiArgs) luart.Cal
 	}
 }
 
-// Decode reads the result of one call of this script as GCRAMultiResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as GCRAMultiResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *GCRAMultiScript) Decode(res rueidis.RedisResult) (GCRAMultiResult, error) {
-	d := luart.NewListDecoder(&s.Script, res, 5)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *GCRAMultiScript) DecodeReply(res luart.Reply) (GCRAMultiResult, error) {
+	d := luart.NewListReplyDecoder(&s.Script, res, 5)
 	r := GCRAMultiResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // GCRAReserveSHA1 is the SHA1 of gcra_reserve.lua, as SCRIPT LOAD returns it.
@@ -315,10 +315,17 @@ func (s *GCRAReserveScript) Call(keys GCRAReserveKeys, args GCRAReserveArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as GCRAReserveResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as GCRAReserveResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *GCRAReserveScript) Decode(res rueidis.RedisResult) (GCRAReserveResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 5)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *GCRAReserveScript) DecodeReply(res luart.Reply) (GCRAReserveResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 5)
 	r := GCRAReserveResult{
 		Ok:    d.Bool(0, "ok"),
 		Delay: d.Int(1, "delay"),

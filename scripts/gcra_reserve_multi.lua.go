@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // GCRAReserveMultiSHA1 is the SHA1 of gcra_reserve_multi.lua, as SCRIPT LOAD returns it.
@@ -327,10 +327,17 @@ func (s *GCRAReserveMultiScript) Call(keys GCRAReserveMultiKeys, args GCRAReserv
 	}
 }
 
-// Decode reads the result of one call of this script as GCRAReserveMultiResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as GCRAReserveMultiResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *GCRAReserveMultiScript) Decode(res rueidis.RedisResult) (GCRAReserveMultiResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 4)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *GCRAReserveMultiScript) DecodeReply(res luart.Reply) (GCRAReserveMultiResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 4)
 	r := GCRAReserveMultiResult{
 		Ok:     d.Bool(0, "ok"),
 		Delay:  d.Int(1, "delay"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // SlidingLogSHA1 is the SHA1 of sliding_log.lua, as SCRIPT LOAD returns it.
@@ -417,10 +417,17 @@ func (s *SlidingLogScript) Call(keys SlidingLogKeys, args SlidingLogArgs) luart.
 	}
 }
 
-// Decode reads the result of one call of this script as SlidingLogResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as SlidingLogResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *SlidingLogScript) Decode(res rueidis.RedisResult) (SlidingLogResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 4)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *SlidingLogScript) DecodeReply(res luart.Reply) (SlidingLogResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 4)
 	r := SlidingLogResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),

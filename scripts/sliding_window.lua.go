@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // SlidingWindowSHA1 is the SHA1 of sliding_window.lua, as SCRIPT LOAD returns it.
@@ -349,10 +349,17 @@ func (s *SlidingWindowScript) Call(keys SlidingWindowKeys, args SlidingWindowArg
 	}
 }
 
-// Decode reads the result of one call of this script as SlidingWindowResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as SlidingWindowResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *SlidingWindowScript) Decode(res rueidis.RedisResult) (SlidingWindowResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 4)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *SlidingWindowScript) DecodeReply(res luart.Reply) (SlidingWindowResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 4)
 	r := SlidingWindowResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),

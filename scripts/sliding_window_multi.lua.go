@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // SlidingWindowMultiSHA1 is the SHA1 of sliding_window_multi.lua, as SCRIPT LOAD returns it.
@@ -438,10 +438,17 @@ func (s *SlidingWindowMultiScript) Call(keys SlidingWindowMultiKeys, args Slidin
 	}
 }
 
-// Decode reads the result of one call of this script as SlidingWindowMultiResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as SlidingWindowMultiResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *SlidingWindowMultiScript) Decode(res rueidis.RedisResult) (SlidingWindowMultiResult, error) {
-	d := luart.NewListDecoder(&s.Script, res, 5)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *SlidingWindowMultiScript) DecodeReply(res luart.Reply) (SlidingWindowMultiResult, error) {
+	d := luart.NewListReplyDecoder(&s.Script, res, 5)
 	r := SlidingWindowMultiResult{
 		Allowed:    d.Bool(0, "allowed"),
 		Remaining:  d.Int(1, "remaining"),

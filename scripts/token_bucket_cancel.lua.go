@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // TokenBucketCancelSHA1 is the SHA1 of token_bucket_cancel.lua, as SCRIPT LOAD returns it.
@@ -310,10 +310,17 @@ func (s *TokenBucketCancelScript) Call(keys TokenBucketCancelKeys, args TokenBuc
 	}
 }
 
-// Decode reads the result of one call of this script as TokenBucketCancelResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as TokenBucketCancelResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *TokenBucketCancelScript) Decode(res rueidis.RedisResult) (TokenBucketCancelResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *TokenBucketCancelScript) DecodeReply(res luart.Reply) (TokenBucketCancelResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := TokenBucketCancelResult{
 		Restored: d.Int(0, "restored"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // TokenBucketReserveSHA1 is the SHA1 of token_bucket_reserve.lua, as SCRIPT LOAD returns it.
@@ -328,10 +328,17 @@ func (s *TokenBucketReserveScript) Call(keys TokenBucketReserveKeys, args TokenB
 	}
 }
 
-// Decode reads the result of one call of this script as TokenBucketReserveResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as TokenBucketReserveResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *TokenBucketReserveScript) Decode(res rueidis.RedisResult) (TokenBucketReserveResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 5)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *TokenBucketReserveScript) DecodeReply(res luart.Reply) (TokenBucketReserveResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 5)
 	r := TokenBucketReserveResult{
 		Ok:    d.Bool(0, "ok"),
 		Delay: d.Int(1, "delay"),

@@ -8,50 +8,80 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Decoder reads the elements of one script reply. Generated Decode methods
-// create one per reply, read each declared element by index and return
-// Err. The first problem is kept; later reads return zero values.
+// Decoder reads the elements of one script reply. Generated DecodeReply
+// methods create one per reply, read each declared element by index and
+// return Err. The first problem is kept; later reads return zero values.
 type Decoder struct {
 	script string
-	elems  []rueidis.RedisMessage
+	elems  []rueidis.RedisMessage // a rueidis reply's elements
+	vals   []any                  // or those of a reply FromValue
 	err    error
 	list   bool // the last reply element is a list: at least n elements
 }
 
-// NewDecoder checks that r holds no error and, when n > 0, is an array of
-// exactly n elements. A script that declares no reply elements (n == 0)
-// accepts any reply.
+// NewDecoder is NewReplyDecoder of FromRueidis(r), for code generated
+// before DecodeReply existed.
 func NewDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
-	// Small enough to inline, so a Decoder that does not outlive its
-	// Decode method stays on the stack.
 	d := &Decoder{}
-	d.init(s, r, n)
+	d.init(s, FromRueidis(r), n)
 	return d
 }
 
-// NewListDecoder is NewDecoder for a script whose last reply element is a
-// list: r must be an array of at least n elements (the fixed ones), and
-// the list is every element after them (Ints, Floats, Bools, Strings).
+// NewListDecoder is NewListReplyDecoder of FromRueidis(r).
 func NewListDecoder(s *Script, r rueidis.RedisResult, n int) *Decoder {
+	d := &Decoder{list: true}
+	d.init(s, FromRueidis(r), n)
+	return d
+}
+
+// NewReplyDecoder checks that r holds no error and, when n > 0, is an
+// array of exactly n elements. A script that declares no reply elements
+// (n == 0) accepts any reply.
+func NewReplyDecoder(s *Script, r Reply, n int) *Decoder {
+	// Small enough to inline, so a Decoder that does not outlive its
+	// DecodeReply method stays on the stack.
 	d := &Decoder{}
-	d.list = true
 	d.init(s, r, n)
 	return d
 }
 
-func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
+// NewListReplyDecoder is NewReplyDecoder for a script whose last reply
+// element is a list: r must be an array of at least n elements (the fixed
+// ones), and the list is every element after them (Ints, Floats, Bools,
+// Strings).
+func NewListReplyDecoder(s *Script, r Reply, n int) *Decoder {
+	d := &Decoder{list: true}
+	d.init(s, r, n)
+	return d
+}
+
+func (d *Decoder) init(s *Script, r Reply, n int) {
 	d.script = "?"
 	if s != nil {
 		d.script = s.Name
 	}
-	if err := r.Error(); err != nil {
+	if err := r.Err(); err != nil {
 		d.err = &Error{Script: d.script, Err: err}
 		return
 	}
 	if n == 0 && !d.list {
 		return
 	}
-	msg, err := r.ToMessage()
+	if r.value {
+		arr, ok := r.val.([]any)
+		if !ok {
+			d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want an array of %d elements, got %s", ErrMalformedReply, n, describeValue(r.val))}
+			return
+		}
+		if d.count(len(arr), n) {
+			d.vals = arr
+			if d.vals == nil {
+				d.vals = []any{}
+			}
+		}
+		return
+	}
+	msg, err := r.res.ToMessage()
 	if err != nil {
 		d.err = &Error{Script: d.script, Err: err}
 		return
@@ -61,15 +91,22 @@ func (d *Decoder) init(s *Script, r rueidis.RedisResult, n int) {
 		return
 	}
 	elems, _ := msg.ToArray()
-	if d.list && len(elems) < n {
-		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want at least %d elements, got %d", ErrMalformedReply, n, len(elems))}
-		return
+	if d.count(len(elems), n) {
+		d.elems = elems
 	}
-	if !d.list && len(elems) != n {
-		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want %d elements, got %d", ErrMalformedReply, n, len(elems))}
-		return
+}
+
+// count checks that a reply of got elements fits n declared ones.
+func (d *Decoder) count(got, n int) bool {
+	if d.list && got < n {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want at least %d elements, got %d", ErrMalformedReply, n, got)}
+		return false
 	}
-	d.elems = elems
+	if !d.list && got != n {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: want %d elements, got %d", ErrMalformedReply, n, got)}
+		return false
+	}
+	return true
 }
 
 // Err returns the first problem met, wrapped in *Error.
@@ -81,6 +118,29 @@ func (d *Decoder) fail(i int, name, want string, m *rueidis.RedisMessage) {
 	}
 }
 
+// failValue is fail for an element of a reply FromValue.
+func (d *Decoder) failValue(i int, name, want string, v any) {
+	if d.err == nil {
+		d.err = &Error{Script: d.script, Err: fmt.Errorf("%w: element %d (%s): want %s, got %s", ErrMalformedReply, i+1, name, want, describeValue(v))}
+	}
+}
+
+// val is element i of a reply FromValue; false when there is none to read.
+func (d *Decoder) val(i int) (any, bool) {
+	if d.err != nil || i < 0 || i >= len(d.vals) {
+		return nil, false
+	}
+	return d.vals[i], true
+}
+
+// size is the number of the reply's elements.
+func (d *Decoder) size() int {
+	if d.vals != nil {
+		return len(d.vals)
+	}
+	return len(d.elems)
+}
+
 func (d *Decoder) elem(i int) *rueidis.RedisMessage {
 	if d.err != nil || i < 0 || i >= len(d.elems) {
 		return nil
@@ -90,6 +150,17 @@ func (d *Decoder) elem(i int) *rueidis.RedisMessage {
 
 // Int reads element i as an integer.
 func (d *Decoder) Int(i int, name string) int64 {
+	if d.vals != nil {
+		v, ok := d.val(i)
+		if !ok {
+			return 0
+		}
+		if n, ok := v.(int64); ok {
+			return n
+		}
+		d.failValue(i, name, "an integer", v)
+		return 0
+	}
 	m := d.elem(i)
 	if m == nil {
 		return 0
@@ -105,6 +176,24 @@ func (d *Decoder) Int(i int, name string) int64 {
 // Bool reads element i as a boolean: integer 1 or RESP3 true is true; 0,
 // nil (Lua false under RESP2) or RESP3 false is false.
 func (d *Decoder) Bool(i int, name string) bool {
+	if d.vals != nil {
+		v, ok := d.val(i)
+		if !ok {
+			return false
+		}
+		switch b := v.(type) {
+		case nil:
+			return false
+		case bool:
+			return b
+		case int64:
+			if b == 0 || b == 1 {
+				return b == 1
+			}
+		}
+		d.failValue(i, name, "a boolean (1, 0, true, false or nil)", v)
+		return false
+	}
 	m := d.elem(i)
 	if m == nil {
 		return false
@@ -127,6 +216,17 @@ func (d *Decoder) Bool(i int, name string) bool {
 
 // String reads element i as a bulk or simple string.
 func (d *Decoder) String(i int, name string) string {
+	if d.vals != nil {
+		v, ok := d.val(i)
+		if !ok {
+			return ""
+		}
+		if str, ok := v.(string); ok {
+			return str
+		}
+		d.failValue(i, name, "a string", v)
+		return ""
+	}
 	m := d.elem(i)
 	if m == nil {
 		return ""
@@ -153,10 +253,10 @@ func (d *Decoder) Bools(i int, name string) []bool { return list(d, i, name, d.B
 func (d *Decoder) Strings(i int, name string) []string { return list(d, i, name, d.String) }
 
 func list[T any](d *Decoder, i int, name string, one func(int, string) T) []T {
-	if d.err != nil || i >= len(d.elems) {
+	if d.err != nil || i >= d.size() {
 		return nil
 	}
-	out := make([]T, len(d.elems)-i)
+	out := make([]T, d.size()-i)
 	for j := range out {
 		out[j] = one(i+j, name)
 	}
@@ -169,6 +269,24 @@ func list[T any](d *Decoder, i int, name string, one func(int, string) T) []T {
 // Float reads element i as a number: a string holding a decimal number, an
 // integer, or a RESP3 double.
 func (d *Decoder) Float(i int, name string) float64 {
+	if d.vals != nil {
+		v, ok := d.val(i)
+		if !ok {
+			return 0
+		}
+		switch f := v.(type) {
+		case float64:
+			return f
+		case int64:
+			return float64(f)
+		case string:
+			if x, err := strconv.ParseFloat(f, 64); err == nil {
+				return x
+			}
+		}
+		d.failValue(i, name, "a number", v)
+		return 0
+	}
 	m := d.elem(i)
 	if m == nil {
 		return 0
@@ -188,6 +306,34 @@ func (d *Decoder) Float(i int, name string) float64 {
 	}
 	d.fail(i, name, "a number", m)
 	return 0
+}
+
+// describeValue is describe for a value of a reply FromValue.
+func describeValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "nil"
+	case int64:
+		return fmt.Sprintf("integer %d", x)
+	case bool:
+		return fmt.Sprintf("boolean %t", x)
+	case float64:
+		return fmt.Sprintf("double %g", x)
+	case string:
+		if len(x) > 32 {
+			x = x[:32] + "..."
+		}
+		return fmt.Sprintf("string %q", x)
+	case []any:
+		return fmt.Sprintf("array of %d", len(x))
+	case error:
+		msg := x.Error()
+		if len(msg) > 32 {
+			msg = msg[:32] + "..."
+		}
+		return fmt.Sprintf("error reply %q", msg)
+	}
+	return fmt.Sprintf("reply of another type (%T)", v)
 }
 
 func describe(m *rueidis.RedisMessage) string {

@@ -555,3 +555,52 @@ func TestFormatIntCache(t *testing.T) {
 		t.Errorf("FormatInt of a cached value allocates %.1f times, want 0", n)
 	}
 }
+
+// TestFromValue: a reply another client decoded (go-redis' Go values)
+// reads as a rueidis reply of the same shape does, and is refused with the
+// same messages.
+func TestFromValue(t *testing.T) {
+	boom := errors.New("ERR boom")
+	d := luart.NewReplyDecoder(shapes, luart.FromValue([]any{int64(7), "x", true, nil, 2.5, "1.5", false}, nil), 7)
+	got := strings.TrimSpace(fmt.Sprintln(d.Int(0, "a"), d.String(1, "b"), d.Bool(2, "c"), d.Bool(3, "d"), d.Float(4, "e"), d.Float(5, "f"), d.Bool(6, "g"), d.Float(0, "a")))
+	if d.Err() != nil || got != "7 x true false 2.5 1.5 false 7" {
+		t.Fatalf("got %s, %v", got, d.Err())
+	}
+	d = luart.NewListReplyDecoder(shapes, luart.FromValue([]any{int64(1), int64(2), int64(3)}, nil), 1)
+	if first, rest := d.Int(0, "n"), d.Ints(1, "rest"); d.Err() != nil || first != 1 || fmt.Sprint(rest) != "[2 3]" {
+		t.Fatalf("{1, 2, 3} with 1 fixed element: %d, %v, %v", first, rest, d.Err())
+	}
+	d = luart.NewListReplyDecoder(shapes, luart.FromValue([]any{}, nil), 0)
+	if rest := d.Ints(0, "rest"); d.Err() != nil || rest != nil {
+		t.Fatalf("an empty list: %v, %v", rest, d.Err())
+	}
+	for _, c := range []struct {
+		v    any
+		n    int
+		read func(d *luart.Decoder)
+		want string
+	}{
+		{int64(7), 3, func(*luart.Decoder) {}, "want an array of 3 elements, got integer 7"},
+		{nil, 1, func(*luart.Decoder) {}, "want an array of 1 elements, got nil"},
+		{[]any{int64(1)}, 3, func(*luart.Decoder) {}, "want 3 elements, got 1"},
+		{[]any{"x", int64(2)}, 2, func(d *luart.Decoder) { d.Int(0, "a") }, `element 1 (a): want an integer, got string "x"`},
+		{[]any{"x", int64(2)}, 2, func(d *luart.Decoder) { d.String(0, "a"); d.String(1, "b") }, "element 2 (b): want a string, got integer 2"},
+		{[]any{int64(5)}, 1, func(d *luart.Decoder) { d.Bool(0, "a") }, "element 1 (a): want a boolean (1, 0, true, false or nil), got integer 5"},
+		{[]any{"1e"}, 1, func(d *luart.Decoder) { d.Float(0, "a") }, `element 1 (a): want a number, got string "1e"`},
+		{[]any{boom}, 1, func(d *luart.Decoder) { d.Int(0, "a") }, `element 1 (a): want an integer, got error reply "ERR boom"`},
+		{[]any{map[string]any{}}, 1, func(d *luart.Decoder) { d.Int(0, "a") }, "got reply of another type (map[string]interface {})"},
+	} {
+		d := luart.NewReplyDecoder(shapes, luart.FromValue(c.v, nil), c.n)
+		c.read(d)
+		if err := d.Err(); !errors.Is(err, luart.ErrMalformedReply) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "luart: shapes: ") {
+			t.Errorf("%#v: got %v, want ErrMalformedReply with %q", c.v, err, c.want)
+		}
+	}
+	r := luart.FromValue(nil, boom)
+	if d := luart.NewReplyDecoder(shapes, r, 1); !errors.Is(d.Err(), boom) || d.Int(0, "a") != 0 {
+		t.Fatalf("an error reply: %v", d.Err())
+	}
+	if r.IsNoScript() || !luart.FromValue(nil, errors.New("NOSCRIPT No matching script")).IsNoScript() {
+		t.Fatal("IsNoScript of a reply FromValue")
+	}
+}

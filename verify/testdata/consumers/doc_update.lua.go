@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // DocUpdateSHA1 is the SHA1 of doc_update.lua, as SCRIPT LOAD returns it.
@@ -129,10 +129,17 @@ func (s *DocUpdateScript) Call(keys DocUpdateKeys, args DocUpdateArgs) luart.Cal
 	}
 }
 
-// Decode reads the result of one call of this script as DocUpdateResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as DocUpdateResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *DocUpdateScript) Decode(res rueidis.RedisResult) (DocUpdateResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *DocUpdateScript) DecodeReply(res luart.Reply) (DocUpdateResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := DocUpdateResult{
 		Ok:      d.Bool(0, "ok"),
 		Version: d.Int(1, "version"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // FeatureFlagSHA1 is the SHA1 of feature_flag.lua, as SCRIPT LOAD returns it.
@@ -109,10 +109,17 @@ func (s *FeatureFlagScript) Call(keys FeatureFlagKeys, args FeatureFlagArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as FeatureFlagResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as FeatureFlagResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *FeatureFlagScript) Decode(res rueidis.RedisResult) (FeatureFlagResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *FeatureFlagScript) DecodeReply(res luart.Reply) (FeatureFlagResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := FeatureFlagResult{
 		On:      d.Bool(0, "on"),
 		Changed: d.Bool(1, "changed"),

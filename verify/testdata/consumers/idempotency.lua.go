@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // IdempotencySHA1 is the SHA1 of idempotency.lua, as SCRIPT LOAD returns it.
@@ -118,10 +118,17 @@ func (s *IdempotencyScript) Call(keys IdempotencyKeys, args IdempotencyArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as IdempotencyResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as IdempotencyResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *IdempotencyScript) Decode(res rueidis.RedisResult) (IdempotencyResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 2)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *IdempotencyScript) DecodeReply(res luart.Reply) (IdempotencyResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 2)
 	r := IdempotencyResult{
 		State:    d.String(0, "state"),
 		Response: d.String(1, "response"),

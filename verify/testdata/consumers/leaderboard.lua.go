@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // LeaderboardSHA1 is the SHA1 of leaderboard.lua, as SCRIPT LOAD returns it.
@@ -112,10 +112,17 @@ func (s *LeaderboardScript) Call(keys LeaderboardKeys, args LeaderboardArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as LeaderboardResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as LeaderboardResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *LeaderboardScript) Decode(res rueidis.RedisResult) (LeaderboardResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *LeaderboardScript) DecodeReply(res luart.Reply) (LeaderboardResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := LeaderboardResult{
 		Rank:       d.Int(0, "rank"),
 		Best:       d.Int(1, "best"),

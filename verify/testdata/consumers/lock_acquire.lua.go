@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // LockAcquireSHA1 is the SHA1 of lock_acquire.lua, as SCRIPT LOAD returns it.
@@ -115,10 +115,17 @@ func (s *LockAcquireScript) Call(keys LockAcquireKeys, args LockAcquireArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as LockAcquireResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as LockAcquireResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *LockAcquireScript) Decode(res rueidis.RedisResult) (LockAcquireResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *LockAcquireScript) DecodeReply(res luart.Reply) (LockAcquireResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := LockAcquireResult{
 		Acquired: d.Bool(0, "acquired"),
 		Token:    d.Int(1, "token"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // LockReleaseSHA1 is the SHA1 of lock_release.lua, as SCRIPT LOAD returns it.
@@ -93,10 +93,17 @@ func (s *LockReleaseScript) Call(keys LockReleaseKeys, args LockReleaseArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as LockReleaseResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as LockReleaseResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *LockReleaseScript) Decode(res rueidis.RedisResult) (LockReleaseResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *LockReleaseScript) DecodeReply(res luart.Reply) (LockReleaseResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := LockReleaseResult{
 		Released: d.Bool(0, "released"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // StreamClaimSHA1 is the SHA1 of stream_claim.lua, as SCRIPT LOAD returns it.
@@ -151,10 +151,17 @@ func (s *StreamClaimScript) Call(keys StreamClaimKeys, args StreamClaimArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as StreamClaimResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as StreamClaimResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *StreamClaimScript) Decode(res rueidis.RedisResult) (StreamClaimResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *StreamClaimScript) DecodeReply(res luart.Reply) (StreamClaimResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := StreamClaimResult{
 		ID:   d.String(0, "id"),
 		Job:  d.String(1, "job"),

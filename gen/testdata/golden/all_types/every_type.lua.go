@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // EveryTypeSHA1 is the SHA1 of every_type.lua, as SCRIPT LOAD returns it.
@@ -126,10 +126,17 @@ func (s *EveryTypeScript) Call(keys EveryTypeKeys, args EveryTypeArgs) luart.Cal
 	}
 }
 
-// Decode reads the result of one call of this script as EveryTypeResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as EveryTypeResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *EveryTypeScript) Decode(res rueidis.RedisResult) (EveryTypeResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 4)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *EveryTypeScript) DecodeReply(res luart.Reply) (EveryTypeResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 4)
 	r := EveryTypeResult{
 		Total: d.Int(0, "total"),
 		Mean:  d.Float(1, "mean"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // QuoteSHA1 is the SHA1 of quote.lua, as SCRIPT LOAD returns it.
@@ -75,10 +75,17 @@ func (s *QuoteScript) Call(keys QuoteKeys, args QuoteArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as QuoteResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as QuoteResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *QuoteScript) Decode(res rueidis.RedisResult) (QuoteResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *QuoteScript) DecodeReply(res luart.Reply) (QuoteResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := QuoteResult{
 		Quoted: d.String(0, "quoted"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // CtlSHA1 is the SHA1 of ctl.lua, as SCRIPT LOAD returns it.
@@ -69,10 +69,17 @@ func (s *CtlScript) Call(keys CtlKeys, args CtlArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as CtlResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as CtlResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *CtlScript) Decode(res rueidis.RedisResult) (CtlResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *CtlScript) DecodeReply(res luart.Reply) (CtlResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := CtlResult{
 		S: d.String(0, "s"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // IncrSHA1 is the SHA1 of incr.lua, as SCRIPT LOAD returns it.
@@ -68,10 +68,17 @@ func (s *IncrScript) Call(keys IncrKeys, args IncrArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as IncrResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as IncrResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *IncrScript) Decode(res rueidis.RedisResult) (IncrResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *IncrScript) DecodeReply(res luart.Reply) (IncrResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := IncrResult{
 		Value: d.Int(0, "value"),
 	}

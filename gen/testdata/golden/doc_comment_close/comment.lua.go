@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // CommentSHA1 is the SHA1 of comment.lua, as SCRIPT LOAD returns it.
@@ -84,10 +84,17 @@ func (s *CommentScript) Call(keys CommentKeys, args CommentArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as CommentResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as CommentResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *CommentScript) Decode(res rueidis.RedisResult) (CommentResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *CommentScript) DecodeReply(res luart.Reply) (CommentResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := CommentResult{
 		R: d.String(0, "r"),
 	}

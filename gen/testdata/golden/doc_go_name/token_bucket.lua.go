@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // TokenBucketSHA1 is the SHA1 of token_bucket.lua, as SCRIPT LOAD returns it.
@@ -85,10 +85,17 @@ func (s *TokenBucketScript) Call(keys TokenBucketKeys, args TokenBucketArgs) lua
 	}
 }
 
-// Decode reads the result of one call of this script as TokenBucketResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as TokenBucketResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *TokenBucketScript) Decode(res rueidis.RedisResult) (TokenBucketResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *TokenBucketScript) DecodeReply(res luart.Reply) (TokenBucketResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := TokenBucketResult{
 		Left: d.Int(0, "left"),
 	}

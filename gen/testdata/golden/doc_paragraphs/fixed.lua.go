@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // FixedCounterSHA1 is the SHA1 of fixed.lua, as SCRIPT LOAD returns it.
@@ -100,10 +100,17 @@ func (s *FixedCounterScript) Call(keys FixedCounterKeys, args FixedCounterArgs) 
 	}
 }
 
-// Decode reads the result of one call of this script as FixedCounterResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as FixedCounterResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *FixedCounterScript) Decode(res rueidis.RedisResult) (FixedCounterResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *FixedCounterScript) DecodeReply(res luart.Reply) (FixedCounterResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := FixedCounterResult{
 		Allowed: d.Bool(0, "allowed"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // GCRALeaseSHA1 is the SHA1 of gcra_lease.lua, as SCRIPT LOAD returns it.
@@ -106,10 +106,17 @@ func (s *GCRALeaseScript) Call(keys GCRALeaseKeys, args GCRALeaseArgs) luart.Cal
 	}
 }
 
-// Decode reads the result of one call of this script as GCRALeaseResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as GCRALeaseResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *GCRALeaseScript) Decode(res rueidis.RedisResult) (GCRALeaseResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 3)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *GCRALeaseScript) DecodeReply(res luart.Reply) (GCRALeaseResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 3)
 	r := GCRALeaseResult{
 		ID:    d.String(0, "id"),
 		APIOk: d.Bool(1, "api_ok"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // CountsSHA1 is the SHA1 of counts.lua, as SCRIPT LOAD returns it.
@@ -91,10 +91,17 @@ func (s *CountsScript) Call(keys CountsKeys, args CountsArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as CountsResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as CountsResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *CountsScript) Decode(res rueidis.RedisResult) (CountsResult, error) {
-	d := luart.NewListDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *CountsScript) DecodeReply(res luart.Reply) (CountsResult, error) {
+	d := luart.NewListReplyDecoder(&s.Script, res, 1)
 	r := CountsResult{
 		Total:  d.Int(0, "total"),
 		Counts: d.Ints(1, "counts"),

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // MeanSHA1 is the SHA1 of mean.lua, as SCRIPT LOAD returns it.
@@ -76,10 +76,17 @@ func (s *MeanScript) Call(keys MeanKeys, args MeanArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as MeanResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as MeanResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *MeanScript) Decode(res rueidis.RedisResult) (MeanResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 0)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *MeanScript) DecodeReply(res luart.Reply) (MeanResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 0)
 	if err := d.Err(); err != nil {
 		return MeanResult{}, err
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // PingSHA1 is the SHA1 of ping.lua, as SCRIPT LOAD returns it.
@@ -63,10 +63,17 @@ func (s *PingScript) Call(keys PingKeys, args PingArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as PingResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as PingResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *PingScript) Decode(res rueidis.RedisResult) (PingResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 0)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *PingScript) DecodeReply(res luart.Reply) (PingResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 0)
 	if err := d.Err(); err != nil {
 		return PingResult{}, err
 	}

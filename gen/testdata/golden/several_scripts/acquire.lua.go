@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // AcquireSHA1 is the SHA1 of acquire.lua, as SCRIPT LOAD returns it.
@@ -86,10 +86,17 @@ func (s *AcquireScript) Call(keys AcquireKeys, args AcquireArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as AcquireResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as AcquireResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *AcquireScript) Decode(res rueidis.RedisResult) (AcquireResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *AcquireScript) DecodeReply(res luart.Reply) (AcquireResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := AcquireResult{
 		Ok: d.Bool(0, "ok"),
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // CountSHA1 is the SHA1 of count.lua, as SCRIPT LOAD returns it.
@@ -73,10 +73,17 @@ func (s *CountScript) Call(keys CountKeys, args CountArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as CountResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as CountResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *CountScript) Decode(res rueidis.RedisResult) (CountResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *CountScript) DecodeReply(res luart.Reply) (CountResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := CountResult{
 		N: d.Int(0, "n"),
 	}

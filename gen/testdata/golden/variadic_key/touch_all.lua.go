@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // TouchAllSHA1 is the SHA1 of touch_all.lua, as SCRIPT LOAD returns it.
@@ -80,10 +80,17 @@ func (s *TouchAllScript) Call(keys TouchAllKeys, args TouchAllArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as TouchAllResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as TouchAllResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *TouchAllScript) Decode(res rueidis.RedisResult) (TouchAllResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 0)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *TouchAllScript) DecodeReply(res luart.Reply) (TouchAllResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 0)
 	if err := d.Err(); err != nil {
 		return TouchAllResult{}, err
 	}

@@ -15,8 +15,8 @@ import (
 // Compile-time check that this file and the luart package it is built
 // with agree on the generated-code version; regenerate with luagen if not.
 const (
-	_ = luart.EnforceVersion(1 - luart.MinVersion)
-	_ = luart.EnforceVersion(luart.MaxVersion - 1)
+	_ = luart.EnforceVersion(2 - luart.MinVersion)
+	_ = luart.EnforceVersion(luart.MaxVersion - 2)
 )
 
 // MultiSHA1 is the SHA1 of multi.lua, as SCRIPT LOAD returns it.
@@ -109,10 +109,17 @@ func (s *MultiScript) Call(keys MultiKeys, args MultiArgs) luart.Call {
 	}
 }
 
-// Decode reads the result of one call of this script as MultiResult. Server
-// errors and replies of the wrong shape come back as *luart.Error.
+// Decode reads the result of one call of this script, as rueidis returns
+// it, as MultiResult. Server errors and replies of the wrong shape come back as
+// *luart.Error.
 func (s *MultiScript) Decode(res rueidis.RedisResult) (MultiResult, error) {
-	d := luart.NewDecoder(&s.Script, res, 1)
+	return s.DecodeReply(luart.FromRueidis(res))
+}
+
+// DecodeReply is Decode for a reply from any client (luart.Reply): from
+// go-redis, luart.FromValue(cmd.Result()).
+func (s *MultiScript) DecodeReply(res luart.Reply) (MultiResult, error) {
+	d := luart.NewReplyDecoder(&s.Script, res, 1)
 	r := MultiResult{
 		Allowed: d.Bool(0, "allowed"),
 	}
