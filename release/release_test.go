@@ -24,12 +24,13 @@ const trial = "v0.1.0"
 // published are the modules a release tags (directory under the repository
 // root → module path): what users go get.
 var published = map[string]string{
-	".":               "github.com/sluice-go/sluice",
-	"adapters/chi":    "github.com/sluice-go/sluice/adapters/chi",
-	"adapters/echo":   "github.com/sluice-go/sluice/adapters/echo",
-	"adapters/echov4": "github.com/sluice-go/sluice/adapters/echov4",
-	"adapters/gin":    "github.com/sluice-go/sluice/adapters/gin",
-	"adapters/grpc":   "github.com/sluice-go/sluice/adapters/grpc",
+	".":                 "github.com/sluice-go/sluice",
+	"adapters/chi":      "github.com/sluice-go/sluice/adapters/chi",
+	"adapters/echo":     "github.com/sluice-go/sluice/adapters/echo",
+	"adapters/echov4":   "github.com/sluice-go/sluice/adapters/echov4",
+	"adapters/gin":      "github.com/sluice-go/sluice/adapters/gin",
+	"adapters/grpc":     "github.com/sluice-go/sluice/adapters/grpc",
+	"transport/goredis": "github.com/sluice-go/sluice/transport/goredis",
 }
 
 // unpublished are the repository's other modules, for development only:

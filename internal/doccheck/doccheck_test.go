@@ -25,6 +25,8 @@ var imports = map[string]string{
 	"scripts":    "github.com/sluice-go/sluice/scripts",
 	"verify":     "github.com/sluice-go/sluice/verify",
 	"rueidis":    "github.com/redis/rueidis",
+	"goredis":    "github.com/sluice-go/sluice/transport/goredis",
+	"redis":      "github.com/redis/go-redis/v9",
 	"gin":        "github.com/gin-gonic/gin",
 	"echo":       "github.com/labstack/echo/v5",
 	"chi":        "github.com/go-chi/chi/v5",
