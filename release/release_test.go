@@ -176,7 +176,8 @@ func sortedKeys(m map[string]string) []string {
 // to a file-system module proxy and plays a user outside the repository:
 // go get the core and the chi adapter, install luagen with go get -tool,
 // generate Go from a Lua script with go generate, build a net/http server
-// on the chi middleware, tidy, and list every module of the graph. No
+// on the chi middleware that also runs the script on a go-redis client
+// (transport/goredis), tidy, and list every module of the graph. No
 // workspace and no replace directive is involved, so this is what go get
 // will do once the tags exist.
 func TestRehearsal(t *testing.T) {
@@ -268,11 +269,13 @@ func TestRehearsal(t *testing.T) {
 	write("go.mod", "module example.com/rehearsal\n\ngo 1.25.0\n")
 	goCmd("get", "github.com/sluice-go/sluice@"+trial, "github.com/sluice-go/sluice/adapters/chi@"+trial) // as README.md says
 	goCmd("get", "-tool", "github.com/sluice-go/sluice/cmd/luagen@"+trial)
+	goCmd("get", "github.com/sluice-go/sluice/transport/goredis@"+trial)
 	checkGoMod(t, filepath.Join(dir, "go.mod"))
 
 	write("limits/limits.go", limitsGo)
 	write("limits/hits.lua", hitsLua)
 	write("main.go", mainGo)
+	write("goredis.go", goredisGo)
 	goCmd("generate", "./...")
 	gen, err := os.ReadFile(filepath.Join(dir, "limits", "hits.lua.go"))
 	if err != nil {
@@ -455,6 +458,30 @@ if n == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 return {n}
+`
+
+// goredisGo runs the generated script on a go-redis client, as a program
+// that already holds one does.
+const goredisGo = `package main
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/transport/goredis"
+
+	"example.com/rehearsal/limits"
+)
+
+// hitsOnGoRedis counts a hit of id through go-redis.
+func hitsOnGoRedis(ctx context.Context, rdb *redis.Client, id string) (int64, error) {
+	res, err := limits.Hits.DecodeReply(goredis.Do(ctx, rdb,
+		limits.Hits.Call(limits.HitsKeys{Counter: "hits:{" + id + "}"}, limits.HitsArgs{TTLMs: 60000})))
+	return res.Count, err
+}
+
+var _ = hitsOnGoRedis
 `
 
 const mainGo = `// Command rehearsal is a small API rate limited by sluice through the chi
