@@ -76,7 +76,7 @@ func (d *Decoder) init(s *Script, r Reply, n int) {
 		if d.count(len(arr), n) {
 			d.vals = arr
 			if d.vals == nil {
-				d.vals = []any{}
+				d.vals = []any{} // non-nil: the accessors read vals, not elems
 			}
 		}
 		return

@@ -82,7 +82,7 @@ func TestSameRepliesAsRueidis(t *testing.T) {
 					return scripts.GCRA.Call(scripts.GCRAKeys{State: fmt.Sprintf("gcra:{%s-%d}", id, protocol)},
 						scripts.GCRAArgs{Limit: 10, Period: time.Second.Microseconds(), Burst: 5, Cost: cost, Now: &now})
 				}
-				want, err := scripts.GCRA.Run(ctx, rc, scripts.GCRAKeys{State: call("rueidis").Keys[0]}, scripts.GCRAArgs{Limit: 10, Period: time.Second.Microseconds(), Burst: 5, Cost: cost, Now: &now})
+				want, err := scripts.GCRA.Decode(luart.Do(ctx, rc, call("rueidis")))
 				if err != nil {
 					t.Fatal(err)
 				}
