@@ -3,8 +3,6 @@ package sluice
 import (
 	"fmt"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -15,7 +13,7 @@ import (
 // switches on the algorithm to reach Redis.
 type algorithm struct {
 	call    func(key string, lim Limit, cost int64, now *int64, peek bool) luart.Call
-	decode  func(rueidis.RedisResult) (decision, error)
+	decode  func(luart.Reply) (decision, error)
 	refund  int64        // 0: no refund (concurrency slots are released instead)
 	reserve *reservation // nil: the algorithm cannot reserve (docs/limiter.md says why)
 }
@@ -26,9 +24,9 @@ type algorithm struct {
 // which booked reads into a decision.
 type reservation struct {
 	call         func(key string, lim Limit, cost, maxWait int64, now *int64) luart.Call
-	decode       func(rueidis.RedisResult) (decision, error)
+	decode       func(luart.Reply) (decision, error)
 	cancel       func(key string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call
-	decodeCancel func(rueidis.RedisResult) (decision, error)
+	decodeCancel func(luart.Reply) (decision, error)
 }
 
 var peekTrue = true
@@ -46,7 +44,7 @@ var (
 			return scripts.FixedWindow.Call(scripts.FixedWindowKeys{State: k},
 				scripts.FixedWindowArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
 		},
-		decode: decode4(scripts.FixedWindow.Decode),
+		decode: decode4(scripts.FixedWindow.DecodeReply),
 		refund: 1,
 	}
 	algSlidingLog = algorithm{
@@ -54,7 +52,7 @@ var (
 			return scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: k},
 				scripts.SlidingLogArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
 		},
-		decode: decode4(scripts.SlidingLog.Decode),
+		decode: decode4(scripts.SlidingLog.DecodeReply),
 		refund: 2,
 	}
 	algSlidingWindow = algorithm{
@@ -62,7 +60,7 @@ var (
 			return scripts.SlidingWindow.Call(scripts.SlidingWindowKeys{State: k},
 				scripts.SlidingWindowArgs{Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Now: now, Peek: peekArg(peek)})
 		},
-		decode: decode4(scripts.SlidingWindow.Decode),
+		decode: decode4(scripts.SlidingWindow.DecodeReply),
 		refund: 3,
 	}
 	algTokenBucket = algorithm{
@@ -70,23 +68,23 @@ var (
 			return scripts.TokenBucket.Call(scripts.TokenBucketKeys{State: k},
 				scripts.TokenBucketArgs{Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Now: now, Peek: peekArg(peek)})
 		},
-		decode: decode4(scripts.TokenBucket.Decode),
+		decode: decode4(scripts.TokenBucket.DecodeReply),
 		refund: 4,
 		reserve: &reservation{
 			call: func(k string, lim Limit, cost, maxWait int64, now *int64) luart.Call {
 				return scripts.TokenBucketReserve.Call(scripts.TokenBucketReserveKeys{State: k}, scripts.TokenBucketReserveArgs{
 					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: maxWait, Now: now})
 			},
-			decode: func(r rueidis.RedisResult) (decision, error) {
-				m, err := scripts.TokenBucketReserve.Decode(r)
+			decode: func(r luart.Reply) (decision, error) {
+				m, err := scripts.TokenBucketReserve.DecodeReply(r)
 				return booked(m.Ok, m.Delay, m.ActAt, m.Tat, m.Rem), err
 			},
 			cancel: func(k string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call {
 				return scripts.TokenBucketCancel.Call(scripts.TokenBucketCancelKeys{State: k}, scripts.TokenBucketCancelArgs{
 					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Tat: tat, Rem: rem, ActAt: actAt, Now: now})
 			},
-			decodeCancel: func(r rueidis.RedisResult) (decision, error) {
-				_, err := scripts.TokenBucketCancel.Decode(r)
+			decodeCancel: func(r luart.Reply) (decision, error) {
+				_, err := scripts.TokenBucketCancel.DecodeReply(r)
 				return decision{}, err
 			},
 		},
@@ -96,30 +94,30 @@ var (
 			return scripts.GCRA.Call(scripts.GCRAKeys{State: k},
 				scripts.GCRAArgs{Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, Now: now, Peek: peekArg(peek)})
 		},
-		decode: decode4(scripts.GCRA.Decode),
+		decode: decode4(scripts.GCRA.DecodeReply),
 		refund: 5,
 		reserve: &reservation{
 			call: func(k string, lim Limit, cost, maxWait int64, now *int64) luart.Call {
 				return scripts.GCRAReserve.Call(scripts.GCRAReserveKeys{State: k}, scripts.GCRAReserveArgs{
 					Limit: lim.Rate, Period: lim.periodMicros(), Burst: lim.Burst, Cost: cost, MaxWait: maxWait, Now: now})
 			},
-			decode: func(r rueidis.RedisResult) (decision, error) {
-				m, err := scripts.GCRAReserve.Decode(r)
+			decode: func(r luart.Reply) (decision, error) {
+				m, err := scripts.GCRAReserve.DecodeReply(r)
 				return booked(m.Ok, m.Delay, m.ActAt, m.Tat, m.Rem), err
 			},
 			cancel: func(k string, lim Limit, cost, tat, rem, actAt int64, now *int64) luart.Call {
 				return scripts.GCRACancel.Call(scripts.GCRACancelKeys{State: k}, scripts.GCRACancelArgs{
 					Limit: lim.Rate, Period: lim.periodMicros(), Cost: cost, Tat: tat, Rem: rem, ActAt: actAt, Now: now})
 			},
-			decodeCancel: func(r rueidis.RedisResult) (decision, error) {
-				_, err := scripts.GCRACancel.Decode(r)
+			decodeCancel: func(r luart.Reply) (decision, error) {
+				_, err := scripts.GCRACancel.DecodeReply(r)
 				return decision{}, err
 			},
 		},
 	}
 	// A concurrency check's call is built by acquireCall (it needs the
 	// holder); the table reads its reply.
-	algConcurrency = algorithm{decode: decode4(scripts.ConcurrencyAcquire.Decode)}
+	algConcurrency = algorithm{decode: decode4(scripts.ConcurrencyAcquire.DecodeReply)}
 )
 
 // booked is a reserve script's reply as a decision: allowed is ok,
@@ -157,8 +155,8 @@ type reply4 = struct {
 
 // decode4 turns a generated decoder of the shared reply into the
 // pipeline's.
-func decode4[T ~reply4](dec func(rueidis.RedisResult) (T, error)) func(rueidis.RedisResult) (decision, error) {
-	return func(r rueidis.RedisResult) (decision, error) {
+func decode4[T ~reply4](dec func(luart.Reply) (T, error)) func(luart.Reply) (decision, error) {
+	return func(r luart.Reply) (decision, error) {
 		m, err := dec(r)
 		v := reply4(m)
 		return decision{v.Allowed, v.Remaining, v.RetryAfter, v.ResetAfter, 0}, err
@@ -170,7 +168,7 @@ func decode4[T ~reply4](dec func(rueidis.RedisResult) (T, error)) func(rueidis.R
 // each (3 numbers per limit) the script also replies every limit's own
 // remaining, retry_after and reset_after, which the decoder copies into
 // each.
-func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int64) (luart.Call, func(rueidis.RedisResult) (decision, error)) {
+func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int64) (luart.Call, func(luart.Reply) (decision, error)) {
 	var flag *bool
 	if each != nil {
 		t := true
@@ -185,8 +183,8 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int
 		if each == nil {
 			return call, decodeGcraMulti
 		}
-		return call, func(r rueidis.RedisResult) (decision, error) {
-			m, err := scripts.GCRAMulti.Decode(r)
+		return call, func(r luart.Reply) (decision, error) {
+			m, err := scripts.GCRAMulti.DecodeReply(r)
 			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(scripts.GCRAMulti.Name, each, m.PerLimit, err)
 		}
 	}
@@ -198,8 +196,8 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int
 	if each == nil {
 		return call, decodeSlidingWindowMulti
 	}
-	return call, func(r rueidis.RedisResult) (decision, error) {
-		m, err := scripts.SlidingWindowMulti.Decode(r)
+	return call, func(r luart.Reply) (decision, error) {
+		m, err := scripts.SlidingWindowMulti.DecodeReply(r)
 		return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(scripts.SlidingWindowMulti.Name, each, m.PerLimit, err)
 	}
 }
@@ -217,12 +215,12 @@ func copyEach(script string, each, got []int64, err error) error {
 	return nil
 }
 
-func decodeGcraMulti(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.GCRAMulti.Decode(r)
+func decodeGcraMulti(r luart.Reply) (decision, error) {
+	m, err := scripts.GCRAMulti.DecodeReply(r)
 	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
 }
 
-func decodeSlidingWindowMulti(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.SlidingWindowMulti.Decode(r)
+func decodeSlidingWindowMulti(r luart.Reply) (decision, error) {
+	m, err := scripts.SlidingWindowMulti.DecodeReply(r)
 	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
 }

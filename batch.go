@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -524,8 +522,8 @@ func refundCall(req *request, now *int64) (luart.Call, decoder) {
 	return call, decodeRefund
 }
 
-func decodeRefund(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.Refund.Decode(r)
+func decodeRefund(r luart.Reply) (decision, error) {
+	m, err := scripts.Refund.DecodeReply(r)
 	return decision{remaining: m.Changed}, err
 }
 

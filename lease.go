@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -181,7 +179,7 @@ func (l *Limiter) drainUndos() {
 	}
 }
 
-func decodeRelease(r rueidis.RedisResult) (decision, error) {
-	m, err := scripts.ConcurrencyRelease.Decode(r)
+func decodeRelease(r luart.Reply) (decision, error) {
+	m, err := scripts.ConcurrencyRelease.DecodeReply(r)
 	return decision{allowed: m.Released, remaining: m.Holders, resetAfter: m.ResetAfter}, err
 }

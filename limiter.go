@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/runtime/luart"
 )
 
 // Limiter makes rate-limiting decisions in Redis. It is safe for
 // concurrent use; create one per client and share it.
 type Limiter struct {
-	client  rueidis.CommandClient
+	client  luart.Transport
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
 	router  *router          // the Redis node of each key, each with its own breaker
@@ -22,18 +24,29 @@ type Limiter struct {
 	undos   *undoQueue       // releases still to get through: leases callers left or could not give back
 	metrics *metrics         // nil: no metrics
 
-	goroutines *goroutines       // every goroutine the Limiter starts; Close ends them
-	idle       chan *flight      // fliers waiting for a flight to send
-	deadlines  sharedDeadline    // the bound of calls in flight
-	timeCmd    rueidis.Completed // TIME, built once (pinned: never recycled)
+	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
+	idle       chan *flight   // fliers waiting for a flight to send
+	deadlines  sharedDeadline // the bound of calls in flight
 }
 
-// New returns a Limiter over client. For a real Redis, rueidis' client-side
-// caching buys nothing here (set DisableCache); against miniredis set
-// DisableCache and ForceSingleClient.
+// New returns a Limiter over a rueidis client. For a real Redis, rueidis'
+// client-side caching buys nothing here (set DisableCache, or build the
+// client from ClientOption); against miniredis set DisableCache and
+// ForceSingleClient.
 func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	return NewFromTransport(luart.Rueidis(client), opts...)
+}
+
+// NewFromTransport returns a Limiter over any Redis client that has a
+// luart.Transport: module transport/goredis has the one of a go-redis v9
+// client. The Limiter decides the same way over every Transport; New is
+// NewFromTransport(luart.Rueidis(client)).
+func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil transport", ErrInvalidOption)
 	}
 	cfg := config{
 		prefix:           "sluice",
@@ -62,7 +75,6 @@ func New(client rueidis.Client, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines(), idle: make(chan *flight)}
 	l.deadlines.root = l.goroutines.ctx
-	l.timeCmd = client.B().Time().Build().Pin()
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -230,7 +242,7 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	return nil
 }
 
-func decodeReset(r rueidis.RedisResult) (decision, error) { return decision{}, r.Error() }
+func decodeReset(r luart.Reply) (decision, error) { return decision{}, r.Err() }
 
 func checkCost(cost int64) error {
 	if cost < 0 || cost > MaxCost {

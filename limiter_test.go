@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/verify"
 )
 
@@ -364,7 +365,7 @@ func TestFailurePolicies(t *testing.T) {
 	if l.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open after a failure")
 	}
-	l.client = base
+	l.client = luart.Rueidis(base)
 	clk.add(time.Second)
 	clk.set(m)
 	if r, _ := l.Allow(ctx, "id", lim); !r.Degraded {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -90,10 +89,9 @@ type metrics struct {
 	late      metric.Int64Counter
 	retries   metric.Int64Counter
 
-	mu      sync.RWMutex
-	sets    map[setKey]*limitSets
-	states  sync.Map                     // node address → *atomic.Int32, the MetricBreakerState value
-	scripts atomic.Pointer[scriptClient] // the client wrapped to count NOSCRIPT replies
+	mu     sync.RWMutex
+	sets   map[setKey]*limitSets
+	states sync.Map // node address → *atomic.Int32, the MetricBreakerState value
 }
 
 // limitSets are one limit's attribute sets, built once: decisions record
@@ -281,45 +279,4 @@ func (m *metrics) reload(ctx context.Context, n int) {
 	if m != nil {
 		m.reloads.Add(ctx, int64(n))
 	}
-}
-
-// scriptClient passes commands to the Limiter's client and counts the
-// NOSCRIPT replies (luart.Do answers each with EVAL).
-type scriptClient struct {
-	rueidis.CommandClient
-	m *metrics
-}
-
-func (c *scriptClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	r := c.CommandClient.Do(ctx, cmd)
-	if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
-		c.m.reloads.Add(ctx, 1)
-	}
-	return r
-}
-
-// scriptsVia returns the client script calls go through: client itself
-// without metrics, else client wrapped to count NOSCRIPT replies (built
-// once per client).
-func (m *metrics) scriptsVia(client rueidis.CommandClient) rueidis.CommandClient {
-	if m == nil {
-		return client
-	}
-	if c := m.scripts.Load(); c != nil && sameClient(c.CommandClient, client) {
-		return c
-	}
-	c := &scriptClient{CommandClient: client, m: m}
-	m.scripts.Store(c)
-	return c
-}
-
-// sameClient reports whether a and b are the same client; false when their
-// type cannot be compared.
-func sameClient(a, b rueidis.CommandClient) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
 }

@@ -3,15 +3,13 @@ package sluice
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluice-go/sluice/internal/keyslot"
+	"github.com/sluice-go/sluice/runtime/luart"
 )
 
 // node is one Redis primary as the Limiter sees it: its circuit breaker
@@ -82,7 +80,7 @@ func (n *node) silent(now time.Time, silence time.Duration) bool {
 // for the key's hash slot. The slot map is refreshed in the background: on
 // first use, every 30s, and (at most once a second) after a node fails.
 type router struct {
-	client     rueidis.Client
+	client     luart.Transport
 	goroutines *goroutines
 	cluster    bool
 	newNode    func(addr string) *node
@@ -96,9 +94,9 @@ type router struct {
 	nodes map[string]*node // cluster primaries by host:port
 }
 
-func newRouter(client rueidis.Client, g *goroutines, newNode func(addr string) *node) *router {
+func newRouter(client luart.Transport, g *goroutines, newNode func(addr string) *node) *router {
 	r := &router{client: client, goroutines: g, newNode: newNode, nodes: map[string]*node{}}
-	r.cluster = client.Mode() == rueidis.ClientModeCluster
+	r.cluster = client.Cluster()
 	if r.cluster {
 		r.any = newNode("cluster")
 	} else {
@@ -156,9 +154,9 @@ func (r *router) refresh(minAge time.Duration) {
 	}
 }
 
-// load reads CLUSTER SLOTS: [[start, end, [host, port, id, …], replicas…], …].
+// load reads the slot map (CLUSTER SLOTS).
 func (r *router) load(ctx context.Context) (*[keyslot.Slots]*node, error) {
-	ranges, err := r.client.Do(ctx, r.client.B().ClusterSlots().Build()).ToArray()
+	ranges, err := r.client.Slots(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -166,25 +164,15 @@ func (r *router) load(ctx context.Context) (*[keyslot.Slots]*node, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rg := range ranges {
-		f, err := rg.ToArray()
-		if err != nil || len(f) < 3 {
+		if rg.Start < 0 || rg.End >= keyslot.Slots || rg.Start > rg.End {
 			continue
 		}
-		start, err1 := f[0].AsInt64()
-		end, err2 := f[1].AsInt64()
-		primary, err3 := f[2].ToArray()
-		if err1 != nil || err2 != nil || err3 != nil || len(primary) < 2 || start < 0 || end >= keyslot.Slots || start > end {
-			continue
-		}
-		host, _ := primary[0].ToString()
-		port, _ := primary[1].AsInt64()
-		addr := host + ":" + strconv.FormatInt(port, 10)
-		n := r.nodes[addr]
+		n := r.nodes[rg.Addr]
 		if n == nil {
-			n = r.newNode(addr)
-			r.nodes[addr] = n
+			n = r.newNode(rg.Addr)
+			r.nodes[rg.Addr] = n
 		}
-		for s := start; s <= end; s++ {
+		for s := rg.Start; s <= rg.End; s++ {
 			m[s] = n
 		}
 	}

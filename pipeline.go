@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluice-go/sluice/internal/keyslot"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
@@ -53,7 +51,7 @@ type request struct {
 }
 
 // decoder reads a script's reply.
-type decoder = func(rueidis.RedisResult) (decision, error)
+type decoder = func(luart.Reply) (decision, error)
 
 // build sets the script call and decoder of a rate request: one limit, or
 // AllowAll's (multi).
@@ -432,13 +430,18 @@ type flight struct {
 	fold  []int     // for each of the caller's requests, the one of reqs that decides it
 	node  *node
 	start time.Time
-	since bool                // send TIME ahead of the scripts
-	t0    int64               // its reply, µs; 0 when not asked or it failed
-	cmds  []rueidis.Completed // the commands of a pipelined send, kept for the next
-	idx   []int
-	state atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
-	done  chan struct{}
-	timer *time.Timer
+	since bool  // send TIME ahead of the scripts
+	t0    int64 // its reply, µs; 0 when not asked or it failed
+	// The commands of a send, their replies, the request of each (-1:
+	// TIME) and the requests to send again as EVAL: kept for the next.
+	cmds    []luart.Cmd
+	replies []luart.Reply
+	idx     []int
+	eval    []int
+	timeKey [1]string
+	state   atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
+	done    chan struct{}
+	timer   *time.Timer
 }
 
 const (
@@ -523,21 +526,15 @@ func (f *flight) retrying() bool {
 	return false
 }
 
-// send sends f's requests (with retry, only those answered TRYAGAIN) and
-// sets their replies: one command alone, or several (TIME first when f
-// asks for it) in one DoMulti, then the scripts Redis did not have once
-// more as EVAL.
+// send sends f's requests (with retry, only those answered TRYAGAIN) in
+// one pipelined write, TIME first when f asks for it, and sets their
+// replies; then the scripts Redis did not have go once more as EVAL, in a
+// second write.
 func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
-	if len(f.reqs) == 1 && !f.since {
-		req := &f.reqs[0]
-		req.d, req.err = req.decode(l.do(ctx, req))
-		return
-	}
-	c := l.client
 	cmds, idx := f.cmds[:0], f.idx[:0]
-	defer func() { f.cmds, f.idx = cmds[:0], idx[:0] }() // kept with the flight for the next
 	if f.since && !retry {
-		cmds = append(cmds, l.timeCmd.SetSlot(f.reqs[0].key))
+		f.timeKey[0] = f.reqs[0].key // TIME on the node of the scripts' slot
+		cmds = append(cmds, luart.Cmd{Op: luart.OpTime, Keys: f.timeKey[:]})
 		idx = append(idx, -1)
 	}
 	for i := range f.reqs {
@@ -546,61 +543,57 @@ func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
 			continue
 		}
 		if req.kind == callReset {
-			cmds = append(cmds, c.B().Del().Key(req.keys...).Build())
+			cmds = append(cmds, luart.Cmd{Op: luart.OpDel, Keys: req.keys})
 		} else {
-			cmds = append(cmds, req.call.Command(c))
+			cmds = append(cmds, luart.Cmd{Op: luart.OpEvalSha, Call: req.call})
 		}
 		idx = append(idx, i)
 	}
-	var eval []int
-	for j, r := range c.DoMulti(ctx, cmds...) {
-		cmds[j] = rueidis.Completed{} // sent: rueidis recycles it
+	replies := f.replies[:0]
+	for range cmds {
+		replies = append(replies, luart.Reply{})
+	}
+	l.client.Send(ctx, cmds, replies)
+	eval := f.eval[:0]
+	for j, r := range replies {
 		i := idx[j]
 		if i < 0 {
 			f.t0 = timeOf(r)
 			continue
 		}
 		req := &f.reqs[i]
-		if req.kind != callReset && luart.IsNoScript(r) {
+		if cmds[j].Op == luart.OpEvalSha && r.IsNoScript() {
 			eval = append(eval, i)
 			continue
 		}
 		req.d, req.err = req.decode(r)
 	}
-	if len(eval) == 0 {
-		return
+	if len(eval) > 0 {
+		l.metrics.reload(ctx, len(eval))
+		cmds = cmds[:0]
+		for _, i := range eval {
+			cmds = append(cmds, luart.Cmd{Op: luart.OpEval, Call: f.reqs[i].call})
+		}
+		replies = replies[:len(cmds)]
+		l.client.Send(ctx, cmds, replies)
+		for j, i := range eval {
+			req := &f.reqs[i]
+			req.d, req.err = req.decode(replies[j])
+		}
 	}
-	l.metrics.reload(ctx, len(eval))
-	cmds = cmds[:0]
-	for _, i := range eval {
-		cmds = append(cmds, f.reqs[i].call.EvalCommand(c))
-	}
-	for j, r := range c.DoMulti(ctx, cmds...) {
-		req := &f.reqs[eval[j]]
-		req.d, req.err = req.decode(r)
-	}
+	// Kept with the flight for the next, holding nothing.
+	clear(cmds)
+	clear(replies)
+	f.cmds, f.idx, f.replies, f.eval = cmds[:0], idx[:0], replies[:0], eval[:0]
 }
 
 // timeOf reads a TIME reply as µs; 0 when it failed.
-func timeOf(r rueidis.RedisResult) int64 {
-	a, err := r.ToArray()
-	if err != nil || len(a) != 2 {
+func timeOf(r luart.Reply) int64 {
+	t, err := r.Time()
+	if err != nil {
 		return 0
 	}
-	s, err1 := a[0].AsInt64()
-	us, err2 := a[1].AsInt64()
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return s*1_000_000 + us
-}
-
-// do is the command of one request: its script, or for Reset a DEL.
-func (l *Limiter) do(ctx context.Context, req *request) rueidis.RedisResult {
-	if req.kind == callReset {
-		return l.client.Do(ctx, l.client.B().Del().Key(req.keys...).Build())
-	}
-	return luart.Do(ctx, l.metrics.scriptsVia(l.client), req.call)
+	return t
 }
 
 // await waits for f's replies, the caller's context, or the node's
@@ -813,20 +806,16 @@ func (l *Limiter) probe(n *node) {
 	}
 }
 
-// ping is the probe of a node: a PING on the client of its address (a
-// cluster primary), or on the Limiter's client.
+// ping is the probe of a node: a PING to its address (a cluster
+// primary), or to the client's node.
 func (l *Limiter) ping(addr string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		var c rueidis.CommandClient = l.client
-		if nl, ok := l.client.(interface {
-			Nodes() map[string]rueidis.Client
-		}); ok && l.router.cluster {
-			if nc := nl.Nodes()[addr]; nc != nil {
-				c = nc
-			}
+		a := addr
+		if !l.router.cluster {
+			a = ""
 		}
-		err := c.Do(ctx, c.B().Ping().Build()).Error()
-		if _, ok := rueidis.IsRedisErr(err); ok {
+		err := l.client.Ping(ctx, a)
+		if _, ok := luart.ServerError(err); ok {
 			return nil // an error reply (LOADING, NOAUTH, ...) is still an answer
 		}
 		return err
@@ -851,15 +840,13 @@ func classOf(err error) class {
 	if err == nil {
 		return classOK
 	}
-	var re *rueidis.RedisError
-	if errors.As(err, &re) {
-		msg := re.Error()
+	if msg, ok := luart.ServerError(err); ok {
 		switch {
 		case strings.Contains(msg, "sluice: "):
 			return classRefused
 		case strings.HasPrefix(msg, "WRONGTYPE"):
 			return classWrongType
-		case re.IsTryAgain():
+		case strings.HasPrefix(msg, "TRYAGAIN"):
 			return classRetry
 		}
 		return classServer

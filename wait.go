@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/sluice-go/sluice/runtime/luart"
 
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -297,8 +297,8 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.
 		MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg(), Limits: args})
 	var states string
 	req := request{kind: callReserve, call: call, lim: checks[0].Limit, key: keys[0], keys: keys, cost: 1,
-		decode: func(r rueidis.RedisResult) (decision, error) {
-			m, err := scripts.GCRAReserveMulti.Decode(r)
+		decode: func(r luart.Reply) (decision, error) {
+			m, err := scripts.GCRAReserveMulti.DecodeReply(r)
 			states = m.States
 			return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt}, err
 		}}
