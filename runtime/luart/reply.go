@@ -29,12 +29,17 @@ func FromRueidis(r rueidis.RedisResult) Reply { return Reply{res: r} }
 // go-redis v9 returns from Cmd.Result, under RESP2 and RESP3 alike.
 func FromValue(v any, err error) Reply { return Reply{val: v, err: err, value: true} }
 
-// Err is the reply's error, nil when the call was answered with a value.
+// Err is the reply's error, nil when the call was answered with a value
+// (a nil reply too, from every client).
 func (r Reply) Err() error {
 	if r.value {
 		return r.err
 	}
-	return r.res.Error()
+	err := r.res.Error()
+	if rueidis.IsRedisNil(err) {
+		return nil
+	}
+	return err
 }
 
 // IsNoScript reports whether the call failed because the server does not

@@ -3,6 +3,7 @@ package luart
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -117,6 +118,20 @@ func (r Reply) Time() (int64, error) {
 		return 0, err
 	}
 	return s*1_000_000 + us, nil
+}
+
+// Int reads an integer reply (DEL's, or a script's that returns a number).
+func (r Reply) Int() (int64, error) {
+	if !r.value {
+		return r.res.AsInt64()
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	if v, ok := r.val.(int64); ok {
+		return v, nil
+	}
+	return 0, fmt.Errorf("%w: want an integer, got %s", ErrMalformedReply, describeValue(r.val))
 }
 
 // timePart is one element of a TIME reply read as Go values: a string, or

@@ -1,0 +1,183 @@
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice/runtime/luart"
+)
+
+// Transport is the luart.Transport of a go-redis client, for
+// sluice.NewFromTransport: a Limiter over the client a program already
+// holds.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	t, err := goredis.Transport(rdb)
+//	...
+//	limiter, err := sluice.NewFromTransport(t)
+//
+// c is a *redis.Client (standalone, or a failover client over Sentinel) or
+// a *redis.ClusterClient (a cluster, or a failover cluster client). A
+// *redis.Ring is refused: it shards keys by its own hash, not by the
+// cluster's slots, so the Limiter cannot tell which node a key is on.
+//
+// The transport sends every command once, whatever the client's MaxRetries
+// (a script whose reply was lost with its connection may have charged:
+// sending it again could charge twice); MOVED and ASK redirects, which say
+// the command did not run, are still followed. The client's timeouts bound
+// each call (ReadTimeout, 3s by default); the Limiter answers a caller
+// from its failure policy long before, when a node stays silent
+// (sluice.WithSilenceTimeout).
+func Transport(c redis.UniversalClient) (luart.Transport, error) {
+	switch c := c.(type) {
+	case nil:
+		return nil, errors.New("goredis: nil client")
+	case *redis.Client:
+		if c == nil {
+			return nil, errors.New("goredis: nil client")
+		}
+		return &transport{c: c}, nil
+	case *redis.ClusterClient:
+		if c == nil {
+			return nil, errors.New("goredis: nil client")
+		}
+		return &transport{c: c, cluster: c}, nil
+	case *redis.Ring:
+		return nil, errors.New("goredis: a *redis.Ring shards keys by its own hash, not by Redis Cluster's slots: use a *redis.Client per node or a *redis.ClusterClient")
+	}
+	return nil, fmt.Errorf("goredis: unsupported client %T: want a *redis.Client or a *redis.ClusterClient", c)
+}
+
+type transport struct {
+	c       redis.UniversalClient
+	cluster *redis.ClusterClient // nil: not a cluster
+}
+
+// once is a command go-redis must not send again when its connection
+// fails: a script may have run.
+type once struct{ *redis.Cmd }
+
+func (once) NoRetry() bool { return true }
+
+// clusterTime is TIME as a script on one key: on a cluster the script goes
+// to the primary of its key's slot, where TIME alone would go to any node.
+// It is sent as EVAL (Redis keeps it compiled after the first).
+const clusterTime = "return redis.call('TIME')"
+
+func (t *transport) Send(ctx context.Context, cmds []luart.Cmd, replies []luart.Reply) {
+	if len(cmds) == 1 {
+		c := t.command(ctx, &cmds[0])
+		_ = t.c.Process(ctx, once{c})
+		replies[0] = replyOf(c)
+		return
+	}
+	sent := make([]*redis.Cmd, len(cmds))
+	p := t.c.Pipeline()
+	for i := range cmds {
+		sent[i] = t.command(ctx, &cmds[i])
+		_ = p.Process(ctx, once{sent[i]})
+	}
+	_, _ = p.Exec(ctx) // each command holds its own reply or error
+	for i, c := range sent {
+		replies[i] = replyOf(c)
+	}
+}
+
+// command is the go-redis command of c.
+func (t *transport) command(ctx context.Context, c *luart.Cmd) *redis.Cmd {
+	var args []any
+	switch c.Op {
+	case luart.OpEvalSha, luart.OpEval:
+		s := c.Call.Script
+		if s == nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(luart.ErrNilScript)
+			return cmd
+		}
+		name, body := "evalsha", s.SHA1
+		switch {
+		case c.Op == luart.OpEval && s.ReadOnly:
+			name, body = "eval_ro", s.Source
+		case c.Op == luart.OpEval:
+			name, body = "eval", s.Source
+		case s.ReadOnly:
+			name = "evalsha_ro"
+		}
+		args = make([]any, 0, 3+len(c.Call.Keys)+len(c.Call.Args))
+		args = append(args, name, body, len(c.Call.Keys))
+		for _, k := range c.Call.Keys {
+			args = append(args, k)
+		}
+		for _, a := range c.Call.Args {
+			args = append(args, a)
+		}
+	case luart.OpDel:
+		args = make([]any, 0, 1+len(c.Keys))
+		args = append(args, "del")
+		for _, k := range c.Keys {
+			args = append(args, k)
+		}
+	case luart.OpTime:
+		if t.cluster != nil && len(c.Keys) > 0 {
+			args = []any{"eval", clusterTime, 1, c.Keys[0]}
+		} else {
+			args = []any{"time"}
+		}
+	default:
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(fmt.Errorf("goredis: unknown command %d", c.Op))
+		return cmd
+	}
+	return redis.NewCmd(ctx, args...)
+}
+
+// replyOf is c's reply: a nil reply is a value, not go-redis' redis.Nil.
+func replyOf(c *redis.Cmd) luart.Reply {
+	v, err := c.Result()
+	if err == redis.Nil {
+		err = nil
+	}
+	return luart.FromValue(v, err)
+}
+
+func (t *transport) Cluster() bool { return t.cluster != nil }
+
+func (t *transport) Slots(ctx context.Context) ([]luart.SlotRange, error) {
+	slots, err := t.c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]luart.SlotRange, 0, len(slots))
+	for _, s := range slots {
+		if len(s.Nodes) == 0 {
+			continue
+		}
+		out = append(out, luart.SlotRange{Start: s.Start, End: s.End, Addr: s.Nodes[0].Addr})
+	}
+	return out, nil
+}
+
+func (t *transport) Ping(ctx context.Context, addr string) error {
+	if t.cluster == nil || addr == "" {
+		return t.c.Ping(ctx).Err()
+	}
+	var err error
+	found := false
+	ferr := t.cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		if node.Options().Addr == addr {
+			found = true
+			err = node.Ping(ctx).Err()
+		}
+		return nil
+	})
+	if !found {
+		if ferr != nil {
+			return ferr
+		}
+		return t.c.Ping(ctx).Err()
+	}
+	return err
+}

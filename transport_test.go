@@ -1,0 +1,24 @@
+package sluice_test
+
+import (
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice/internal/transporttest"
+	"github.com/sluice-go/sluice/runtime/luart"
+)
+
+// TestRueidisTransport runs the tests every transport passes
+// (internal/transporttest) on luart.Rueidis; module transport/goredis runs
+// the same on go-redis.
+func TestRueidisTransport(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, addrs []string, cluster bool) luart.Transport {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			t.Fatalf("rueidis.NewClient: %v", err)
+		}
+		t.Cleanup(c.Close)
+		return luart.Rueidis(c)
+	})
+}
