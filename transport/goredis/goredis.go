@@ -1,7 +1,13 @@
-// Package goredis runs the scripts luagen generates on a go-redis v9 client
-// (github.com/redis/go-redis/v9): a *redis.Client, a *redis.ClusterClient,
-// a failover client or any redis.UniversalClient, so a program that already
-// holds one needs no second client for its scripts.
+// Package goredis runs a sluice Limiter and the scripts luagen generates on
+// a go-redis v9 client (github.com/redis/go-redis/v9): a *redis.Client, a
+// *redis.ClusterClient, a failover client or any redis.UniversalClient, so
+// a program that already holds one needs no second client.
+//
+// Transport is the client as a luart.Transport, for
+// sluice.NewFromTransport:
+//
+//	t, err := goredis.Transport(rdb)
+//	limiter, err := sluice.NewFromTransport(t)
 //
 // Do sends one call and Exec many in one pipeline; both send EVALSHA with
 // the SHA1 computed when the code was generated and, for a call the server
@@ -13,9 +19,10 @@
 //	res, err := scripts.GCRA.DecodeReply(goredis.Do(ctx, rdb, scripts.GCRA.Call(keys, args)))
 //
 // go-redis retries a command whose connection failed (Options.MaxRetries,
-// 3 by default), so a script whose reply was lost can run twice. A script
-// that must run at most once per call (one that charges a quota) wants a
-// client with MaxRetries: -1.
+// 3 by default), so a script Do or Exec sends whose reply was lost can run
+// twice. A script that must run at most once per call (one that charges a
+// quota) wants a client with MaxRetries: -1. (The Limiter's Transport sends
+// each of its commands once, whatever MaxRetries says.)
 package goredis
 
 import (

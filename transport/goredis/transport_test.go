@@ -1,6 +1,7 @@
 package goredis_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -28,4 +29,24 @@ func TestTransport(t *testing.T) {
 		}
 		return tr
 	})
+}
+
+// Transport refuses what it cannot route, saying why.
+func TestTransportRefuses(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	var nilClient *redis.Client
+	for _, c := range []struct {
+		client redis.UniversalClient
+		want   string
+	}{
+		{nil, "nil client"},
+		{nilClient, "nil client"},
+		{ring, "*redis.Ring shards keys by its own hash"},
+	} {
+		tr, err := goredis.Transport(c.client)
+		if tr != nil || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Transport(%T): %v, %v; want an error saying %q", c.client, tr, err, c.want)
+		}
+	}
 }
