@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 // burst sends n GETs at once to base from the loopback address ip (a
@@ -54,12 +55,14 @@ func burst(t *testing.T, base, ip string, n int) map[int]int {
 // hour so no refill can land during a burst on a loaded machine), on the
 // embedded miniredis and on a real redis-server: a burst of 200, and one
 // of 1,000, simultaneous requests from one client admits exactly 50, in
-// each of 20 runs (each run from its own loopback address, so its own
-// quota), and nothing is decided by the failure policy.
+// each of 20 runs (5 without SLUICE_TEST_FULL; each run from its own
+// loopback address, so its own quota), and nothing is decided by the
+// failure policy.
 func TestBurstExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("80 bursts of up to 1,000 requests")
 	}
+	runs := testsize.Pick(5, 20)
 	for _, backend := range []string{"embedded", "redis-server"} {
 		t.Run(backend, func(t *testing.T) {
 			args := []string{"-framework", "chi", "-limit", "50", "-window", "1h"}
@@ -70,7 +73,7 @@ func TestBurstExact(t *testing.T) {
 			d := startDemo(t, args...)
 			run, exact := 0, map[int]int{}
 			for _, n := range []int{200, 1000} {
-				for range 20 {
+				for range runs {
 					run++
 					ip := fmt.Sprintf("127.0.%d.%d", 1+run/250, 1+run%250)
 					codes := burst(t, d.base, ip, n)
@@ -84,12 +87,12 @@ func TestBurstExact(t *testing.T) {
 			// The summary lines count every decision; let the last second's print.
 			waitFor := time.Now().Add(10 * time.Second)
 			allowed, denied, degraded := d.totals()
-			for allowed+denied < 40*50+20*150+20*950 && time.Now().Before(waitFor) {
+			for allowed+denied < runs*200+runs*1000 && time.Now().Before(waitFor) {
 				time.Sleep(100 * time.Millisecond)
 				allowed, denied, degraded = d.totals()
 			}
-			t.Logf("%s: exactly 50 admitted in %d of 20 bursts of 200 and %d of 20 bursts of 1,000; the demo counted allowed=%d denied=%d degraded=%d",
-				backend, exact[200], exact[1000], allowed, denied, degraded)
+			t.Logf("%s: exactly 50 admitted in %d of %d bursts of 200 and %d of %d bursts of 1,000; the demo counted allowed=%d denied=%d degraded=%d",
+				backend, exact[200], runs, exact[1000], runs, allowed, denied, degraded)
 			if degraded != 0 {
 				t.Errorf("%s: %d decisions by the failure policy while Redis answered", backend, degraded)
 			}
