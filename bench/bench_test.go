@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	server "github.com/sluice-go/sluice/internal/redisserver"
+	goredistransport "github.com/sluice-go/sluice/transport/goredis"
 )
 
 // identities is the number of distinct identities of the "many" variants.
@@ -56,6 +57,10 @@ type env struct {
 	sluice   *sluice.Limiter // defaults
 	sluiceD  *sluice.Limiter // defaults, on rueidisD (the recommended client)
 	sluiceNC *sluice.Limiter // WithDenialCache(0)
+	// goredisT is the go-redis client of sluiceGR, sluice's defaults over
+	// transport/goredis: its own client, with a pool for G=128 and more.
+	goredisT *goredis.Client
+	sluiceGR *sluice.Limiter
 	// variants are Limiters with defaults on clients with other rueidis
 	// options, by name: the measurements behind the recommended client.
 	variants map[string]*sluice.Limiter
@@ -145,6 +150,17 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 			return nil, err
 		}
 	}
+	// The go-redis pool holds a connection per call in flight (no
+	// pipelining across callers): 256 for up to 256 concurrent callers,
+	// where go-redis' default is 10 per GOMAXPROCS.
+	e.goredisT = goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 256})
+	tr, err := goredistransport.Transport(e.goredisT)
+	if err != nil {
+		return nil, err
+	}
+	if e.sluiceGR, err = sluice.NewFromTransport(tr, opts...); err != nil {
+		return nil, err
+	}
 	e.goredis = goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	e.rate = redisrate.NewLimiter(e.goredis)
 	if e.ulStore, err = ulredis.NewStoreWithOptions(e.goredis, ulule.StoreOptions{Prefix: "ulule", MaxRetry: ulule.DefaultMaxRetry}); err != nil {
@@ -157,6 +173,8 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 }
 
 func (e *env) close() {
+	e.sluiceGR.Close() // before its client: no call left in flight
+	_ = e.goredisT.Close()
 	e.rueidis.Close()
 	e.rueidisD.Close()
 	for _, c := range e.extra {
@@ -340,11 +358,13 @@ func gcraScenarios(e *env) []scenario {
 		{"admit", []contender{
 			{"sluice", sluiceOne(e.sluice, gcraAdmit)},
 			{"sluice_recommended", sluiceOne(e.sluiceD, gcraAdmit)},
+			{"sluice_goredis", sluiceOne(e.sluiceGR, gcraAdmit)},
 			{"redis_rate", redisRate(e.rate, "gcra-admit", rateAdmit)},
 		}},
 		{"deny", []contender{
 			{"sluice", sluiceOne(e.sluice, gcraDeny)},
 			{"sluice_recommended", sluiceOne(e.sluiceD, gcraDeny)},
+			{"sluice_goredis", sluiceOne(e.sluiceGR, gcraDeny)},
 			{"redis_rate", redisRate(e.rate, "gcra-deny", rateDeny)},
 			{"throttled", throttledGCRA(e.thStore, "gcra-deny", throttledDeny)},
 		}},

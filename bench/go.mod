@@ -13,6 +13,7 @@ require (
 	github.com/sluice-go/sluice/adapters/chi v0.1.0
 	github.com/sluice-go/sluice/adapters/echo v0.1.0
 	github.com/sluice-go/sluice/adapters/gin v0.1.0
+	github.com/sluice-go/sluice/transport/goredis v0.1.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
 )

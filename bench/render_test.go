@@ -197,6 +197,7 @@ var targets = []target{
 	{"G=128: sluice ÷ `redis-benchmark -P 16` ceiling", "throughput/sluice/128", "throughput/ceiling_P16/800", 0.80},
 	{"G=128: sluice on sluice.ClientOption ÷ ceiling", "throughput/sluice_recommended/128", "throughput/ceiling_P16/800", 0.80},
 	{"G=128: sluice ÷ the bare GCRA script through rueidis (a yardstick, no target)", "throughput/sluice/128", "throughput/bare_script/128", 0},
+	{"G=128: sluice on go-redis ÷ sluice on rueidis (no target)", "throughput/sluice_goredis/128", "throughput/sluice/128", 0},
 	{"G=128: sluice ÷ redis_rate", "throughput/sluice/128", "throughput/redis_rate/128", 3},
 	{"G=128: sluice on sluice.ClientOption ÷ redis_rate", "throughput/sluice_recommended/128", "throughput/redis_rate/128", 3},
 	{"G=1: sluice ÷ redis_rate", "throughput/sluice/1", "throughput/redis_rate/1", 1.1},
@@ -262,6 +263,7 @@ func (r *report) throughputSVG() string {
 	lines := []series{
 		{"sluice", "sluice (defaults)", "#d62728"},
 		{"sluice_recommended", "sluice on sluice.ClientOption (MaxFlushDelay 20µs)", "#ff7f0e"},
+		{"sluice_goredis", "sluice on a go-redis client (transport/goredis)", "#e377c2"},
 		{"bare_script", "bare GCRA script (rueidis)", "#7f7f7f"},
 		{"redis_rate", "go-redis/redis_rate", "#1f77b4"},
 		{"throttled", "throttled/v2", "#2ca02c"},
