@@ -1,6 +1,8 @@
 package release
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,13 +223,17 @@ func TestRehearsal(t *testing.T) {
 		// vendor directory is consulted. -modcacherw: the scratch module
 		// cache can be removed afterwards.
 		"GOFLAGS=-mod=mod -modcacherw",
-		"GOMODCACHE="+moduleCache(t),
-		// A build cache of its own: the trial version is the same from one
-		// run to the next while its content changes, and the go command,
-		// which takes a module version's content to be immutable, would
-		// build the tool from the packages it compiled for an earlier
-		// content of the same version (a file added since is then missing).
-		"GOCACHE="+filepath.Join(t.TempDir(), "gocache"),
+		"GOMODCACHE="+moduleCache(t, root),
+		// This machine's build cache, which holds the standard library
+		// and the dependencies already compiled: the trial version is the
+		// same from one run to the next while its content changes, but
+		// the build cache keys a compiled package by the content of its
+		// files, never by its version. The one cache keyed by where a
+		// module lies, the module index (a module's file list, taken to
+		// be immutable), is keyed by its directory in the scratch module
+		// cache, new for every run; goindex=0 turns it off all the same,
+		// so a file added since the last run is never missing.
+		"GODEBUG=goindex=0",
 		"GOPROXY="+goproxy,
 		// The trial versions have no checksum anywhere; the rest is read
 		// from this machine's module cache or the public proxy.
@@ -327,12 +334,41 @@ func checkGoMod(t *testing.T, name string) {
 	}
 }
 
-// moduleCache returns an empty module cache for the scratch module, removed
-// with the test's temporary directory (-modcacherw keeps it writable), so
-// that no trial version of sluice lands in this machine's own.
-func moduleCache(t *testing.T) string {
+// moduleCache returns an empty module cache for the scratch module, so
+// that no trial version of sluice lands in this machine's own, and removes
+// it when the test ends (-modcacherw keeps it writable). Its directory is
+// the same from one run to the next for one checkout (named by a hash of
+// root): the build cache keys a compiled package by its directory as well
+// as its files' content, so with a directory new for every run the tool
+// and the server would be compiled from scratch each time. A lock on the
+// directory serialises two runs from one checkout.
+func moduleCache(t *testing.T, root string) string {
 	t.Helper()
-	return filepath.Join(t.TempDir(), "modcache")
+	sum := sha256.Sum256([]byte(root))
+	base := filepath.Join(os.TempDir(), "sluice-rehearsal-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(base, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("lock %s: %v", base, err)
+	}
+	dir := filepath.Join(base, "modcache")
+	clean := func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing the scratch module cache: %v", err)
+		}
+	}
+	clean() // a run killed before its cleanup left one
+	t.Cleanup(func() {
+		clean()
+		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	})
+	return dir
 }
 
 // writeProxy writes a file-system module proxy (GOPROXY=file://dir) that
