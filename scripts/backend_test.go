@@ -45,7 +45,9 @@ type evalResult struct {
 	Reply any     // int64, string, nil or []any
 	Err   error   // the server's error reply, if any
 	PTTL  []int64 // PTTL of each key, read right after the script ran
-	Exact bool    // PTTL was read in the same millisecond as the script ran
+	// Spread is how many ms the server's clock may have moved from the
+	// script to the PTTL reads: 0 when they are exactly what it set.
+	Spread int64
 }
 
 // ints converts a reply to a list of integers, for comparison with tables.
@@ -144,7 +146,7 @@ func (b *rueidisBackend) Eval(ctx context.Context, src string, keys, args []stri
 			}
 			res.Err = err
 		}
-		res.Reply, res.Exact = reply, true
+		res.Reply = reply
 		for _, k := range keys {
 			ms, err := b.client.Do(ctx, b.client.B().Pttl().Key(k).Build()).AsInt64()
 			if err != nil {
@@ -159,7 +161,9 @@ func (b *rueidisBackend) Eval(ctx context.Context, src string, keys, args []stri
 	}
 	// A real server's clock runs: read TIME before and after the script and
 	// the PTTLs in one transaction. When both TIMEs fall in one millisecond,
-	// the PTTLs are exactly what the script set.
+	// the PTTLs are exactly what the script set; else each is short of it
+	// by at most the milliseconds between them (a loaded machine can hold
+	// the transaction up for several).
 	var res evalResult
 	err := b.client.Dedicated(func(c rueidis.DedicatedClient) error {
 		cmds := rueidis.Commands{c.B().Multi().Build(), c.B().Time().Build(), b.eval(src, keys, args)}
@@ -196,14 +200,14 @@ func (b *rueidisBackend) Eval(ctx context.Context, src string, keys, args []stri
 		if err != nil {
 			return err
 		}
-		res.Exact = t0/1000 == t1/1000
+		res.Spread = t1/1000 - t0/1000
 		return nil
 	})
 	return res, err
 }
 
 func (b *rueidisBackend) evalPinned(ctx context.Context, src string, keys, args []string) (evalResult, error) {
-	res := evalResult{Exact: true}
+	var res evalResult
 	out, err := resultToAny(b.client.Do(ctx, b.eval(pinned(src), keys, args)))
 	if err != nil {
 		if !isServerErr(err) {
@@ -441,9 +445,9 @@ func ttlMillis(lifeUS int64) int64 { return max((lifeUS+999)/1000, 2) }
 
 // wantTTL checks that a key's PTTL, read right after a call, is its useful
 // life of lifeUS µs rounded up to whole ms and at least 2 ms, or that the
-// key is gone when its life is over. On a real server a PTTL read in the
-// millisecond after the script ran may be 1 ms less.
-func wantTTL(t testing.TB, what string, got, lifeUS int64, exact bool) {
+// key is gone when its life is over. On a real server's running clock a
+// PTTL read spread ms after the script ran may be that much less.
+func wantTTL(t testing.TB, what string, got, lifeUS, spread int64) {
 	t.Helper()
 	if lifeUS <= 0 {
 		if got != -2 {
@@ -452,8 +456,8 @@ func wantTTL(t testing.TB, what string, got, lifeUS int64, exact bool) {
 		return
 	}
 	want := ttlMillis(lifeUS)
-	if got == want || (!exact && got == want-1) {
+	if got <= want && got >= want-spread {
 		return
 	}
-	t.Errorf("%s: PTTL %d ms, want %d ms (useful life %d µs rounded up, at least 2 ms)", what, got, want, lifeUS)
+	t.Errorf("%s: PTTL %d ms, want %d ms (useful life %d µs rounded up, at least 2 ms; less by at most %d ms, the server's clock's move while it was read)", what, got, want, lifeUS, spread)
 }

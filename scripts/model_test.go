@@ -437,7 +437,7 @@ func runModel(t *testing.T, r *rand.Rand, name string, newSim func(*rand.Rand) s
 				if c.write {
 					for k := range keys {
 						st.ttlChecks++
-						wantTTL(t, what+" on "+b.Name()+" "+keys[k], res.PTTL[k], c.lives[k], res.Exact)
+						wantTTL(t, what+" on "+b.Name()+" "+keys[k], res.PTTL[k], c.lives[k], res.Spread)
 					}
 				}
 				if c.script == "sliding_log" {

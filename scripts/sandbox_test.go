@@ -37,18 +37,23 @@ func (b *envBackend) SetClock(now int64) {
 
 func (b *envBackend) Eval(ctx context.Context, src string, keys, args []string) (evalResult, error) {
 	var res evalResult
+	start := time.Now()
 	r, err := b.env.Eval(ctx, src, keys, args)
 	if err != nil {
 		return res, err
 	}
 	res.Reply, res.Err = fromReply(r)
-	res.Exact = b.env.VirtualClock()
 	for _, k := range keys {
 		p, err := b.env.Do(ctx, "PTTL", k)
 		if err != nil {
 			return res, err
 		}
 		res.PTTL = append(res.PTTL, p.Int)
+	}
+	if !b.env.VirtualClock() {
+		// The wall clock moved from the script to the reads: by at most
+		// this (and the millisecond it started in).
+		res.Spread = time.Since(start).Milliseconds() + 1
 	}
 	return res, nil
 }

@@ -274,7 +274,7 @@ func runTable(t *testing.T, b backend, tb table, useTime bool) {
 		case s.write == 2:
 		case tb.writes(s) || s.persist:
 			for k, key := range keys {
-				wantTTL(t, what+" "+key, res.PTTL[k], tb.lifeOf(s, k), res.Exact)
+				wantTTL(t, what+" "+key, res.PTTL[k], tb.lifeOf(s, k), res.Spread)
 			}
 		case counted:
 			after, _, err := b.Writes(ctx)
