@@ -473,6 +473,7 @@ func TestFaultKillRestart(t *testing.T) {
 // errors, no degraded decisions, and no identity admitted more than its
 // limit.
 func TestFaultReshard(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	cl := redisserver.StartCluster(t, 3)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
 	if err != nil {
@@ -974,6 +975,7 @@ func BenchmarkBreakerOpen(b *testing.B) {
 // Limiter sends the call again until it runs: no error, no degraded
 // decision, and each identity admitted exactly its limit.
 func TestFaultMigrateAllowAll(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	cl := redisserver.StartCluster(t, 3)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
 	if err != nil {

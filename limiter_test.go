@@ -439,6 +439,7 @@ func TestDeadRedisOpensBreaker(t *testing.T) {
 }
 
 func TestLimiterOnRealRedisAndCluster(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	ctx := context.Background()
 	s := redisserver.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 // hogEnv makes the test binary a CPU hog: it spins for the duration given
@@ -95,7 +96,8 @@ func (r *overloadRun) String() string {
 // and no lease leaks (every slot is free after the holders release, in
 // Redis and in the local fallback). The same load with a bound
 // of 100ms on each call (WithTimeout) and FailOpen, the settings of
-// earlier versions, is measured and logged for comparison, not asserted.
+// earlier versions, is measured and logged for comparison, not asserted
+// (with SLUICE_TEST_FULL only).
 func TestOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("overload test: 4s of load beside sixteen CPU hogs, twice")
@@ -202,9 +204,11 @@ func TestOverload(t *testing.T) {
 	}
 
 	cur := run("defaults")
-	old := run("bounded", WithTimeout(100*time.Millisecond), WithFailurePolicy(FailOpen))
-	t.Logf("admitted on one identity at %d/h: %d with the defaults (FailLocal, no bound on a node that answers), %d with a 100ms bound and FailOpen",
-		limit, cur.rate.admitted.Load(), old.rate.admitted.Load())
+	if testsize.Full() { // a comparison, logged and not asserted: with SLUICE_TEST_FULL (CI) only
+		old := run("bounded", WithTimeout(100*time.Millisecond), WithFailurePolicy(FailOpen))
+		t.Logf("admitted on one identity at %d/h: %d with the defaults (FailLocal, no bound on a node that answers), %d with a 100ms bound and FailOpen",
+			limit, cur.rate.admitted.Load(), old.rate.admitted.Load())
+	}
 
 	if cur.rate.errs.Load() != 0 {
 		t.Errorf("%d calls returned errors (first: %v)", cur.rate.errs.Load(), cur.rate.err())

@@ -19,6 +19,7 @@ import (
 // the admissions Redis reported before the kill with the counts the new
 // primary holds.
 func TestFaultSentinelFailover(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	st := redisserver.StartSentinel(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:  st.Addrs(),

@@ -129,6 +129,7 @@ func exerciseLimiter(t *testing.T, l *Limiter, id string) {
 // with another prefix is refused by Redis (NOPERM): its decisions come
 // from the failure policy and Reset returns Redis's error.
 func TestTLSAndACL(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	srv := redisserver.StartTLS(t, "--requirepass", "admin-secret")
 	srv.SetAuth("default", "admin-secret")
 	server, version := helloVersion(t, srv.Server)
@@ -207,6 +208,7 @@ func TestTLSAndACL(t *testing.T) {
 // map (CLUSTER SLOTS) and a slot being migrated (an ASK redirect, so
 // rueidis sends ASKING) included.
 func TestACLCluster(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	cl := redisserver.StartCluster(t, 3)
 	_, version := helloVersion(t, cl.Nodes[0])
 	for _, n := range cl.Nodes {

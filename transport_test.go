@@ -13,6 +13,7 @@ import (
 // (internal/transporttest) on luart.Rueidis; module transport/goredis runs
 // the same on go-redis.
 func TestRueidisTransport(t *testing.T) {
+	t.Parallel() // its own servers; no timing it asserts depends on a quiet machine
 	transporttest.Run(t, func(t *testing.T, addrs []string, cluster bool) luart.Transport {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 		if err != nil {
