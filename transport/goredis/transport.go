@@ -97,17 +97,19 @@ func (t *transport) command(ctx context.Context, c *luart.Cmd) *redis.Cmd {
 			cmd.SetErr(luart.ErrNilScript)
 			return cmd
 		}
-		name, body := "evalsha", s.SHA1
+		args = make([]any, 0, 3+len(c.Call.Keys)+len(c.Call.Args))
+		// (Each name a constant: boxed without an allocation.)
 		switch {
 		case c.Op == luart.OpEval && s.ReadOnly:
-			name, body = "eval_ro", s.Source
+			args = append(args, "eval_ro", s.Source)
 		case c.Op == luart.OpEval:
-			name, body = "eval", s.Source
+			args = append(args, "eval", s.Source)
 		case s.ReadOnly:
-			name = "evalsha_ro"
+			args = append(args, "evalsha_ro", s.SHA1)
+		default:
+			args = append(args, "evalsha", s.SHA1)
 		}
-		args = make([]any, 0, 3+len(c.Call.Keys)+len(c.Call.Args))
-		args = append(args, name, body, len(c.Call.Keys))
+		args = append(args, len(c.Call.Keys))
 		for _, k := range c.Call.Keys {
 			args = append(args, k)
 		}

@@ -1,11 +1,16 @@
 package goredis_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/redisserver"
 	"github.com/sluice-go/sluice/internal/transporttest"
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/transport/goredis"
@@ -48,5 +53,41 @@ func TestTransportRefuses(t *testing.T) {
 		if tr != nil || err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Transport(%T): %v, %v; want an error saying %q", c.client, tr, err, c.want)
 		}
+	}
+}
+
+// TestAllowAllocations pins what one Allow that Redis decides allocates on
+// a go-redis client: 16 (3 on rueidis, TestAllowAllocations in the root
+// package): the command's []any and each argument boxed into it, go-redis'
+// Cmd, its reply and its check of the pooled connection, the script call.
+func TestAllowAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; the count is pinned in the tests without -race")
+	}
+	s := redisserver.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	tr, err := goredis.Transport(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sluice.NewFromTransport(tr, sluice.WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lim := sluice.Must(sluice.GCRA(1_000_000_000, time.Second, 1_000_000_000))
+	ctx := context.Background()
+	var failed error
+	got := testing.AllocsPerRun(500, func() {
+		if r, err := l.Allow(ctx, "alloc-user", lim); (err != nil || !r.Allowed || r.Degraded) && failed == nil {
+			failed = fmt.Errorf("%+v %v", r, err)
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if got > 16 {
+		t.Errorf("Allow allocates %.1f times on go-redis, want at most 16", got)
 	}
 }
