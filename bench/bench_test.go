@@ -61,6 +61,10 @@ type env struct {
 	// transport/goredis: its own client, with a pool for G=128 and more.
 	goredisT *goredis.Client
 	sluiceGR *sluice.Limiter
+	// goredisA and sluiceGA: the same on a client whose AutoPipeliner
+	// batches concurrent callers' commands (goredis.WithAutoPipeline).
+	goredisA *goredis.Client
+	sluiceGA *sluice.Limiter
 	// variants are Limiters with defaults on clients with other rueidis
 	// options, by name: the measurements behind the recommended client.
 	variants map[string]*sluice.Limiter
@@ -161,6 +165,13 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 	if e.sluiceGR, err = sluice.NewFromTransport(tr, opts...); err != nil {
 		return nil, err
 	}
+	e.goredisA = goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 256})
+	if tr, err = goredistransport.Transport(e.goredisA, goredistransport.WithAutoPipeline()); err != nil {
+		return nil, err
+	}
+	if e.sluiceGA, err = sluice.NewFromTransport(tr, opts...); err != nil {
+		return nil, err
+	}
 	e.goredis = goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	e.rate = redisrate.NewLimiter(e.goredis)
 	if e.ulStore, err = ulredis.NewStoreWithOptions(e.goredis, ulule.StoreOptions{Prefix: "ulule", MaxRetry: ulule.DefaultMaxRetry}); err != nil {
@@ -175,6 +186,8 @@ func newEnv(srv *server.Server, opts ...sluice.Option) (*env, error) {
 func (e *env) close() {
 	e.sluiceGR.Close() // before its client: no call left in flight
 	_ = e.goredisT.Close()
+	e.sluiceGA.Close()
+	_ = e.goredisA.Close()
 	e.rueidis.Close()
 	e.rueidisD.Close()
 	for _, c := range e.extra {

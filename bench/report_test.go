@@ -102,6 +102,7 @@ func plan(e *env, bare decide) []cell {
 	add("throughput", "sluice", sluiceOne(e.sluice, workGCRA), goroutines, workIDs, false)
 	add("throughput", "sluice_recommended", sluiceOne(e.sluiceD, workGCRA), goroutines, workIDs, false)
 	add("throughput", "sluice_goredis", sluiceOne(e.sluiceGR, workGCRA), goroutines, workIDs, false)
+	add("throughput", "sluice_goredis_ap", sluiceOne(e.sluiceGA, workGCRA), goroutines, workIDs, false)
 	add("throughput", "redis_rate", redisRate(e.rate, "work", workRateLimit), goroutines, workIDs, false)
 	add("throughput", "throttled", throttledGCRA(e.thStore, "work", workThrottled), goroutines, workIDs, false)
 	add("throughput", "ulule", ululeFixed(e.ulStore, "work", workUlule), goroutines, workIDs, false)

@@ -24,8 +24,8 @@ type Transport interface {
 	// Send is on keys of one hash slot. An error reply of the server is
 	// the Reply's error, of a type ServerError recognises (one with a
 	// RedisError method will do); so is the client's own failure (a lost
-	// connection, ctx's end), of any other type. Send returns once every
-	// reply is set.
+	// connection, ctx's end), of any other type. A Send whose ctx has
+	// already ended sends nothing. Send returns once every reply is set.
 	Send(ctx context.Context, cmds []Cmd, replies []Reply)
 	// Cluster reports whether the client talks to a Redis Cluster, whose
 	// slots Slots maps to its primaries.

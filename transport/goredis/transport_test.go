@@ -18,22 +18,33 @@ import (
 
 // TestTransport runs the tests every transport passes
 // (internal/transporttest), which the root package runs on rueidis, on a
-// go-redis client: a *redis.Client, and a *redis.ClusterClient.
+// go-redis client: a *redis.Client, and a *redis.ClusterClient, each with
+// a pooled connection per command and WithAutoPipeline.
 func TestTransport(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, addrs []string, cluster bool) luart.Transport {
-		var c redis.UniversalClient
-		if cluster {
-			c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		} else {
-			c = redis.NewClient(&redis.Options{Addr: addrs[0]})
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		tr, err := goredis.Transport(c)
-		if err != nil {
-			t.Fatalf("goredis.Transport: %v", err)
-		}
-		return tr
-	})
+	for _, tc := range []struct {
+		name string
+		opts []goredis.Option
+	}{
+		{"pooled", nil},
+		{"autopipeline", []goredis.Option{goredis.WithAutoPipeline()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			transporttest.Run(t, func(t *testing.T, addrs []string, cluster bool) luart.Transport {
+				var c redis.UniversalClient
+				if cluster {
+					c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+				} else {
+					c = redis.NewClient(&redis.Options{Addr: addrs[0]})
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				tr, err := goredis.Transport(c, tc.opts...)
+				if err != nil {
+					t.Fatalf("goredis.Transport: %v", err)
+				}
+				return tr
+			})
+		})
+	}
 }
 
 // Transport refuses what it cannot route, saying why.
