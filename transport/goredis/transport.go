@@ -50,31 +50,26 @@ func Transport(c redis.UniversalClient, opts ...Option) (luart.Transport, error)
 			return nil, errors.New("goredis: nil client")
 		}
 		t = &transport{c: c}
-		if o.autoPipeline {
-			ap, err := c.AutoPipeline()
-			if err != nil {
-				return nil, fmt.Errorf("goredis: the client's AutoPipeline: %w", err)
-			}
-			t.ap = ap
-		}
-		return t, nil
 	case *redis.ClusterClient:
 		if c == nil {
 			return nil, errors.New("goredis: nil client")
 		}
 		t = &transport{c: c, cluster: c}
-		if o.autoPipeline {
-			ap, err := c.AutoPipeline()
-			if err != nil {
-				return nil, fmt.Errorf("goredis: the client's AutoPipeline: %w", err)
-			}
-			t.ap = ap
-		}
-		return t, nil
 	case *redis.Ring:
 		return nil, errors.New("goredis: a *redis.Ring shards keys by its own hash, not by Redis Cluster's slots: use a *redis.Client per node or a *redis.ClusterClient")
+	default:
+		return nil, fmt.Errorf("goredis: unsupported client %T: want a *redis.Client or a *redis.ClusterClient", c)
 	}
-	return nil, fmt.Errorf("goredis: unsupported client %T: want a *redis.Client or a *redis.ClusterClient", c)
+	if o.autoPipeline {
+		ap, err := t.c.(interface {
+			AutoPipeline() (*redis.AutoPipeliner, error)
+		}).AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("goredis: the client's AutoPipeline: %w", err)
+		}
+		t.ap = ap
+	}
+	return t, nil
 }
 
 type transport struct {
