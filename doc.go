@@ -11,6 +11,10 @@
 //	perUser := sluice.Must(sluice.GCRA(100, time.Minute, 20))
 //	res, err := limiter.Allow(ctx, userID, perUser)
 //
+// A program that already holds a go-redis v9 client builds the Limiter on
+// it: NewFromTransport takes any luart.Transport, and module
+// transport/goredis has the one of a go-redis client.
+//
 // Each limit has one state per identity, a Redis key named by the limit
 // (Limiter.Key): Allow, AllowN, Peek, AllowAll and AllowAllInto (several
 // limits of one identity at once, all-or-nothing), Reset and

@@ -5,6 +5,10 @@
 // Reply from any client: FromRueidis, or FromValue for a client that returns
 // the reply as Go values (module transport/goredis runs the calls on go-redis).
 //
+// Transport is what a sluice Limiter sends to Redis, behind one interface:
+// Rueidis is the one of a rueidis client (sluice.New uses it), and module
+// transport/goredis has the one of a go-redis client.
+//
 // A Script is run with EVALSHA using the SHA1 computed when the code was
 // generated; when the server answers NOSCRIPT (after a restart, a failover or
 // SCRIPT FLUSH) the call is sent once more as EVAL, which also loads the
