@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice/internal/redisserver"
 	"github.com/sluice-go/sluice/internal/transporttest"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
@@ -22,4 +23,22 @@ func TestRueidisTransport(t *testing.T) {
 		t.Cleanup(c.Close)
 		return luart.Rueidis(c)
 	})
+}
+
+// TestRueidisTransportSentinel runs the Limiter tests on a rueidis client
+// that Sentinel points at the primary (transport/goredis does the same on
+// a go-redis failover client).
+func TestRueidisTransportSentinel(t *testing.T) {
+	t.Parallel()
+	st := redisserver.StartSentinel(t)
+	env := &transporttest.Env{Addrs: st.Addrs(), Nodes: []*redisserver.Server{st.Primary},
+		Make: func(t *testing.T, addrs []string, _ bool) luart.Transport {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, Sentinel: rueidis.SentinelOption{MasterSet: st.MasterSet}, DisableCache: true})
+			if err != nil {
+				t.Fatalf("rueidis.NewClient: %v", err)
+			}
+			t.Cleanup(c.Close)
+			return luart.Rueidis(c)
+		}}
+	transporttest.Limiter(t, env)
 }

@@ -102,3 +102,21 @@ func TestAllowAllocations(t *testing.T) {
 		t.Errorf("Allow allocates %.1f times on go-redis, want at most 16", got)
 	}
 }
+
+// TestTransportSentinel runs the Limiter tests on a failover client: a
+// *redis.Client that Sentinel points at the primary.
+func TestTransportSentinel(t *testing.T) {
+	t.Parallel()
+	st := redisserver.StartSentinel(t)
+	env := &transporttest.Env{Addrs: st.Addrs(), Nodes: []*redisserver.Server{st.Primary},
+		Make: func(t *testing.T, addrs []string, _ bool) luart.Transport {
+			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: st.MasterSet, SentinelAddrs: addrs})
+			t.Cleanup(func() { _ = c.Close() })
+			tr, err := goredis.Transport(c)
+			if err != nil {
+				t.Fatalf("goredis.Transport: %v", err)
+			}
+			return tr
+		}}
+	transporttest.Limiter(t, env)
+}
