@@ -64,6 +64,13 @@ func (tr *tracked) model() model.Algorithm {
 // limits of every rate algorithm, with time moving on, and checks every
 // check's result against its model: a batch is admitted exactly when every
 // check's model admits, and a denied one charges nothing.
+//
+// The scripts run on the virtual clock, but the server expires their keys
+// by its own: a key whose useful life is shorter than the real time to the
+// next step could vanish while the virtual clock says it still counts. So
+// the periods are hours, time jumps by minutes, and no step is taken
+// within a minute of a state's end or a fixed window's boundary: every
+// key's TTL outlasts the test.
 func models(t *testing.T, e *Env) {
 	ctx := context.Background()
 	clk := newClock()
@@ -71,13 +78,37 @@ func models(t *testing.T, e *Env) {
 	// checks unasked, and this test compares every check.
 	l := e.limiter(t, sluice.WithClock(clk.now), sluice.WithDenialCache(0))
 	limits := []sluice.Limit{
-		must(sluice.GCRA(5, time.Second, 3)).Named("g1"),
-		must(sluice.GCRA(20, time.Minute, 6)).Named("g2"),
-		must(sluice.SlidingWindow(6, time.Second)).Named("w1"),
-		must(sluice.SlidingWindow(15, time.Minute)).Named("w2"),
-		must(sluice.FixedWindow(5, time.Second)).Named("f"),
-		must(sluice.SlidingLog(5, time.Second)).Named("s"),
-		must(sluice.TokenBucket(4, time.Second, 5)).Named("t"),
+		must(sluice.GCRA(5, time.Hour, 3)).Named("g1"),
+		must(sluice.GCRA(20, 4*time.Hour, 6)).Named("g2"),
+		must(sluice.SlidingWindow(6, time.Hour)).Named("w1"),
+		must(sluice.SlidingWindow(15, 4*time.Hour)).Named("w2"),
+		must(sluice.FixedWindow(5, time.Hour)).Named("f"),
+		must(sluice.SlidingLog(5, time.Hour)).Named("s"),
+		must(sluice.TokenBucket(4, time.Hour, 5)).Named("t"),
+	}
+	const margin = int64(time.Minute / time.Microsecond)
+	// steer moves the clock past every moment within a minute of a
+	// state's end or of a fixed window's boundary.
+	steer := func(states map[string]*tracked) {
+		for moved := true; moved; {
+			moved = false
+			now := clk.now().UnixMicro()
+			for _, st := range states {
+				if life := model.ResetAfter(st.model(), now); life > 0 && life <= margin {
+					clk.add(time.Duration(life+1) * time.Microsecond)
+					moved = true
+					break
+				}
+			}
+			for _, lim := range limits {
+				p := lim.Period.Microseconds()
+				if lim.Algorithm == sluice.AlgFixedWindow && p-now%p <= margin {
+					clk.add(time.Duration(p-now%p) * time.Microsecond)
+					moved = true
+					break
+				}
+			}
+		}
 	}
 	ids := []string{"ip:10.0.0.1", "key:abc", "route:/search"}
 	states := map[string]*tracked{}
@@ -95,8 +126,9 @@ func models(t *testing.T, e *Env) {
 		// keeps up to 1µs (the bound docs/limiter.md states), gone 1µs on.
 		clk.add(time.Microsecond)
 		if rng.IntN(3) == 0 {
-			clk.add(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			clk.add(time.Duration(rng.Int64N(int64(40 * time.Minute))))
 		}
+		steer(states)
 		now := clk.now().UnixMicro()
 		var checks []sluice.Check
 		for _, id := range ids {
@@ -248,23 +280,26 @@ func reserve(t *testing.T, e *Env) {
 	ctx := context.Background()
 	clk := newClock()
 	l := e.limiter(t, sluice.WithClock(clk.now))
-	lim := must(sluice.GCRA(10, time.Second, 1))
-	first, err := l.Reserve(ctx, "r", lim, time.Second)
+	// (An hour's period: the keys' TTLs, on the server's own clock,
+	// outlast the test.)
+	lim := must(sluice.GCRA(10, time.Hour, 1))
+	turn := 6 * time.Minute
+	first, err := l.Reserve(ctx, "r", lim, 10*time.Minute)
 	if err != nil || !first.OK || first.Degraded || first.Delay() != 0 {
 		t.Fatalf("first reservation: %+v, %v", first, err)
 	}
-	second, err := l.Reserve(ctx, "r", lim, time.Second)
-	if err != nil || !second.OK || second.DelayFrom(clk.now()) != 100*time.Millisecond {
-		t.Fatalf("second reservation: %+v (delay %v), %v; want 100ms", second, second.DelayFrom(clk.now()), err)
+	second, err := l.Reserve(ctx, "r", lim, 10*time.Minute)
+	if err != nil || !second.OK || second.DelayFrom(clk.now()) != turn {
+		t.Fatalf("second reservation: %+v (delay %v), %v; want %v", second, second.DelayFrom(clk.now()), err, turn)
 	}
 	if err := second.CancelAt(ctx, clk.now()); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
-	third, err := l.Reserve(ctx, "r", lim, time.Second)
-	if err != nil || !third.OK || third.DelayFrom(clk.now()) != 100*time.Millisecond {
-		t.Fatalf("after a Cancel: %+v (delay %v), %v; want the cancelled turn, 100ms", third, third.DelayFrom(clk.now()), err)
+	third, err := l.Reserve(ctx, "r", lim, 10*time.Minute)
+	if err != nil || !third.OK || third.DelayFrom(clk.now()) != turn {
+		t.Fatalf("after a Cancel: %+v (delay %v), %v; want the cancelled turn, %v", third, third.DelayFrom(clk.now()), err, turn)
 	}
-	if late, err := l.Reserve(ctx, "r", lim, 150*time.Millisecond); err != nil || late.OK {
+	if late, err := l.Reserve(ctx, "r", lim, 9*time.Minute); err != nil || late.OK {
 		t.Fatalf("a reservation past maxWait: %+v, %v; want not OK", late, err)
 	}
 }
@@ -276,7 +311,7 @@ func resetWrongTypeNoScript(t *testing.T, e *Env) {
 	ctx := context.Background()
 	clk := newClock()
 	l := e.limiter(t, sluice.WithClock(clk.now))
-	lim := must(sluice.FixedWindow(2, time.Minute))
+	lim := must(sluice.FixedWindow(2, time.Hour))
 	allow := func(id string) sluice.Result {
 		t.Helper()
 		r, err := l.Allow(ctx, id, lim)
@@ -299,7 +334,7 @@ func resetWrongTypeNoScript(t *testing.T, e *Env) {
 
 	// (The string-state scripts read a key of another type as empty and
 	// replace it; a sliding log keeps a sorted set.)
-	logLim := must(sluice.SlidingLog(5, time.Minute))
+	logLim := must(sluice.SlidingLog(5, time.Hour))
 	bad := l.Key("wrong", logLim)
 	if _, err := e.owner(t, bad).Command("SET", bad, "x"); err != nil {
 		t.Fatal(err)
