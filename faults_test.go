@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-go/sluice/internal/keyslot"
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 // The fault tests below run the Limiter under concurrent load on private
@@ -607,14 +608,19 @@ func firstSlot(t *testing.T, node *redisserver.Server) int {
 //
 // In both, every call returns within 200ms of its caller's deadline or
 // cancellation (1–5ms is usual; the bound leaves room for a loaded host),
-// with or without rueidis' AlwaysPipelining: the caller never waits on
-// the socket, its call does.
+// with or without rueidis' AlwaysPipelining and on the recommended client
+// (those two with SLUICE_TEST_FULL=1): the caller never waits on the
+// socket, its call does.
 func TestFaultCallerDeadlines(t *testing.T) {
-	for _, pipelining := range []bool{false, true} {
-		t.Run(fmt.Sprintf("AlwaysPipelining=%v", pipelining), func(t *testing.T) {
-			testCallerDeadlines(t, rueidis.ClientOption{DisableCache: true, AlwaysPipelining: pipelining})
-		})
+	t.Run("AlwaysPipelining=false", func(t *testing.T) {
+		testCallerDeadlines(t, rueidis.ClientOption{DisableCache: true})
+	})
+	if !testsize.Full() {
+		return // the other two clients with SLUICE_TEST_FULL=1 (CI)
 	}
+	t.Run("AlwaysPipelining=true", func(t *testing.T) {
+		testCallerDeadlines(t, rueidis.ClientOption{DisableCache: true, AlwaysPipelining: true})
+	})
 	// The recommended client (MaxFlushDelay).
 	t.Run("ClientOption", func(t *testing.T) { testCallerDeadlines(t, ClientOption()) })
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testsize"
 )
 
 var (
@@ -214,8 +215,12 @@ func TestSlidingWindowCounter(t *testing.T) {
 }
 
 // The command prints the same tables and writes the same plots as a
-// separate run of the study with the same seed: same seed, same bytes.
+// separate run of the study with the same seed: same seed, same bytes
+// (with SLUICE_TEST_FULL=1 only).
 func TestDeterministic(t *testing.T) {
+	if !testsize.Full() {
+		t.Skip("a second run of the whole study, 10s: with SLUICE_TEST_FULL=1, which CI sets")
+	}
 	r := quick(t)
 	dir := filepath.Join(t.TempDir(), "img")
 	var out, errb bytes.Buffer
