@@ -1,6 +1,8 @@
 package redisserver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,24 +91,51 @@ func startSentinel(t testing.TB, bin string) (*Sentinel, error) {
 		return s, nil
 	}
 	var err error
-	if st.Primary, err = start(nil); err != nil {
+	// The primary sends the replica its first sync at once: by default it
+	// waits repl-diskless-sync-delay (5 s) for more replicas to join.
+	if st.Primary, err = start(nil, "--repl-diskless-sync-delay", "0"); err != nil {
 		return nil, err
 	}
 	if st.Replica, err = start(nil, "--replicaof", "127.0.0.1", strconv.Itoa(st.Primary.Port)); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
+	// Each Sentinel is told the replica and the other two (their ports
+	// and IDs, chosen here) in its config, as a Sentinel that had found
+	// them would have written it: otherwise finding them takes the hello
+	// messages of several seconds.
+	const sentinels = 3
+	var ports [sentinels]int
+	var ids [sentinels]string
+	for i := range ports {
+		if ports[i], err = freePort(false); err != nil {
+			return nil, err
+		}
+		var b [20]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		ids[i] = hex.EncodeToString(b[:])
+	}
+	common := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
 		"sentinel down-after-milliseconds %[1]s %[3]d\n"+
 		"sentinel failover-timeout %[1]s 10000\n"+
-		"sentinel parallel-syncs %[1]s 1\n", st.MasterSet, st.Primary.Port, SentinelDownAfter.Milliseconds())
-	for i := 0; i < 3; i++ {
-		s, err := start(func(dir string) (string, error) {
+		"sentinel parallel-syncs %[1]s 1\n"+
+		"sentinel known-replica %[1]s 127.0.0.1 %[4]d\n", st.MasterSet, st.Primary.Port, SentinelDownAfter.Milliseconds(), st.Replica.Port)
+	for i := range sentinels {
+		conf := "sentinel myid " + ids[i] + "\n" + common
+		for j := range sentinels {
+			if j != i {
+				conf += fmt.Sprintf("sentinel known-sentinel %s 127.0.0.1 %d %s\n", st.MasterSet, ports[j], ids[j])
+			}
+		}
+		s, err := spawn(bin, ports[i], func(dir string) (string, error) {
 			path := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: one per Sentinel
 			return path, os.WriteFile(path, []byte(conf), 0o600)
-		}, "--sentinel")
+		}, []string{"--sentinel"}, nil)
 		if err != nil {
 			return nil, err
 		}
+		t.Cleanup(s.Stop)
 		st.Sentinels = append(st.Sentinels, s)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -128,6 +157,6 @@ func startSentinel(t testing.TB, bin string) (*Sentinel, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("sentinels not ready within 30s: %s", last)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
