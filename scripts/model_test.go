@@ -327,12 +327,12 @@ func gap(r *rand.Rand, now, period, interval, lastRetry, lastReset int64) int64 
 //
 // The run is seeded; a failure prints the seed, and -seed=N replays it.
 // -model.steps sets the steps per script: 10,000 with SLUICE_TEST_FULL=1
-// (internal/testsize), which .ci/run sets; else 3,000; 1,000 with -short.
+// (internal/testsize), which .ci/run sets; else 1,000, as with -short.
 func TestModels(t *testing.T) {
 	t.Parallel()
 	steps := *stepsFlag
 	if steps == 10_000 && !testsize.Full() {
-		steps = 3_000
+		steps = 1_000
 	}
 	if testing.Short() && steps > 1000 {
 		steps = 1000

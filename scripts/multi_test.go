@@ -71,10 +71,10 @@ var multiSteps = flag.Int("steps", 600, "TestMultiEqualsSingles: random steps pe
 func TestMultiEqualsSingles(t *testing.T) {
 	t.Parallel()
 	// 600 random steps per script and backend with SLUICE_TEST_FULL=1
-	// (internal/testsize), else 300; -steps sets another number.
+	// (internal/testsize), else 150; -steps sets another number.
 	steps := *multiSteps
 	if testing.Short() || !testsize.Full() && *multiSteps == 600 {
-		steps = 300
+		steps = 150
 	}
 	seed := *seedFlag
 	if seed == 0 {

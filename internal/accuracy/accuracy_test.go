@@ -307,11 +307,13 @@ func TestRunFlags(t *testing.T) {
 
 // No drift: at 3 per second with burst 5, GCRA and the token bucket admit
 // the k-th request after the burst at exactly ceil(k·10⁶/3) µs, so over
-// 1000 s exactly 3000 + 5 requests pass, however long it runs. The loop
+// 1000 s (300 s unless SLUICE_TEST_FULL=1, internal/testsize) exactly
+// 3·seconds + 5 requests pass, however long it runs. The loop
 // waits exactly retry_after each time and checks that 1 µs less is denied.
 func TestNoDrift(t *testing.T) {
 	ctx := context.Background()
-	const burst, seconds = 5, 1000
+	const burst = 5
+	seconds := testsize.Pick(300, 1000)
 	for _, lim := range []sluice.Limit{
 		sluice.Must(sluice.GCRA(3, time.Second, burst)),
 		sluice.Must(sluice.TokenBucket(3, time.Second, burst)),
@@ -353,7 +355,7 @@ func TestNoDrift(t *testing.T) {
 				} else {
 					s.Set(s.Now() + wait)
 				}
-				if s.Now() > start+seconds*1_000_000 {
+				if s.Now() > start+int64(seconds)*1_000_000 {
 					break
 				}
 			}
