@@ -29,9 +29,10 @@ type Maker func(t *testing.T, addrs []string, cluster bool) luart.Transport
 
 // Run runs every test on transports mk makes: the commands themselves
 // (Commands), then a Limiter over them (Limiter), on a standalone server
-// and on a 3-master cluster.
+// and on a 3-master cluster, the two in parallel.
 func Run(t *testing.T, mk Maker) {
 	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
 		s := redisserver.Start(t)
 		env := &Env{Addrs: []string{s.Addr}, Nodes: []*redisserver.Server{s}, Make: mk}
 		t.Run("commands", func(t *testing.T) { Commands(t, env) })
@@ -39,6 +40,7 @@ func Run(t *testing.T, mk Maker) {
 		t.Run("faults", func(t *testing.T) { Faults(t, mk) })
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		cl := redisserver.StartCluster(t, 3)
 		env := &Env{Addrs: cl.Addrs(), Nodes: cl.Nodes, Cluster: true, Make: mk}
 		t.Run("commands", func(t *testing.T) { Commands(t, env) })

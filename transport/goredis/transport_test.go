@@ -21,6 +21,7 @@ import (
 // go-redis client: a *redis.Client, and a *redis.ClusterClient, each with
 // a pooled connection per command and WithAutoPipeline.
 func TestTransport(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []goredis.Option
@@ -29,6 +30,7 @@ func TestTransport(t *testing.T) {
 		{"autopipeline", []goredis.Option{goredis.WithAutoPipeline()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			transporttest.Run(t, func(t *testing.T, addrs []string, cluster bool) luart.Transport {
 				var c redis.UniversalClient
 				if cluster {
