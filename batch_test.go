@@ -288,6 +288,7 @@ func TestDecideRoundTrips(t *testing.T) {
 // quota spent is what admitted batches spent (denied batches left nothing
 // behind, up to the documented bound).
 func TestDecideNeverOverAdmits(t *testing.T) {
+	t.Parallel() // its own servers, hour-long windows: nothing here reads a clock's edge
 	ctx := context.Background()
 	s := redisserver.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})

@@ -18,6 +18,7 @@ import (
 // element counted). docs/algorithms.md reports the figures it logs; run it
 // with go test -run TestMemoryPerIdentity -v .
 func TestMemoryPerIdentity(t *testing.T) {
+	t.Parallel() // its own server and a virtual clock; it measures Redis' memory, not Go's
 	ctx := context.Background()
 	srv := redisserver.Start(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
