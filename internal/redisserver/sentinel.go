@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,17 +79,20 @@ func StartSentinel(t testing.TB) *Sentinel {
 func startSentinel(t testing.TB, bin string) (*Sentinel, error) {
 	t.Helper()
 	st := &Sentinel{MasterSet: "mymaster"}
-	start := func(writeConfig func(string) (string, error), extra ...string) (*Server, error) {
-		port, err := freePort(false)
-		if err != nil {
-			return nil, err
-		}
+	spawnAt := func(port int, writeConfig func(string) (string, error), extra ...string) (*Server, error) {
 		s, err := spawn(bin, port, writeConfig, extra, nil)
 		if err != nil {
 			return nil, err
 		}
 		t.Cleanup(s.Stop)
 		return s, nil
+	}
+	start := func(writeConfig func(string) (string, error), extra ...string) (*Server, error) {
+		port, err := freePort(false)
+		if err != nil {
+			return nil, err
+		}
+		return spawnAt(port, writeConfig, extra...)
 	}
 	var err error
 	// The primary sends the replica its first sync at once: by default it
@@ -110,6 +114,9 @@ func startSentinel(t testing.TB, bin string) (*Sentinel, error) {
 		if ports[i], err = freePort(false); err != nil {
 			return nil, err
 		}
+		if slices.Contains(ports[:i], ports[i]) {
+			return nil, fmt.Errorf("port %d picked twice", ports[i]) // the caller tries again
+		}
 		var b [20]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, err
@@ -128,14 +135,13 @@ func startSentinel(t testing.TB, bin string) (*Sentinel, error) {
 				conf += fmt.Sprintf("sentinel known-sentinel %s 127.0.0.1 %d %s\n", st.MasterSet, ports[j], ids[j])
 			}
 		}
-		s, err := spawn(bin, ports[i], func(dir string) (string, error) {
+		s, err := spawnAt(ports[i], func(dir string) (string, error) {
 			path := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: one per Sentinel
 			return path, os.WriteFile(path, []byte(conf), 0o600)
-		}, []string{"--sentinel"}, nil)
+		}, "--sentinel")
 		if err != nil {
 			return nil, err
 		}
-		t.Cleanup(s.Stop)
 		st.Sentinels = append(st.Sentinels, s)
 	}
 	deadline := time.Now().Add(30 * time.Second)
