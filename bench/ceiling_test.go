@@ -12,7 +12,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/yardstick"
+	"github.com/sluice-go/sluice/runtime/luart"
+	"github.com/sluice-go/sluice/scripts"
 )
 
 // bareGCRA is the least a GCRA decision can cost in Redis (TIME, GET,
@@ -115,4 +118,28 @@ func parseBenchmarkCSV(out []byte) (rps float64, p50, p99 time.Duration, err err
 		return time.Duration(f * float64(time.Millisecond))
 	}
 	return rps, ms(row[4]), ms(row[6]), nil
+}
+
+// evalshaGCRA is the call Limiter.Allow makes, made by hand: an EVALSHA of
+// scripts/gcra.lua (EVAL on NOSCRIPT) on the key and with the arguments
+// Allow sends for lim, on the same client, and nothing else (no breaker,
+// no failure policy, no metrics). Allow ÷ this is the Limiter's own cost.
+func evalshaGCRA(c rueidis.Client, l *sluice.Limiter, lim sluice.Limit) decide {
+	per := strconv.FormatInt(lim.Period.Microseconds(), 10)
+	args := []string{strconv.FormatInt(lim.Rate, 10), per, strconv.FormatInt(lim.Burst, 10), "1", "", ""}
+	return func(ctx context.Context, id string) (bool, error) {
+		key := l.Key(id, lim)
+		r := c.Do(ctx, c.B().Evalsha().Sha1(scripts.GCRA.SHA1).Numkeys(1).Key(key).Arg(args...).Build())
+		if luart.IsNoScript(r) {
+			r = c.Do(ctx, c.B().Eval().Script(scripts.GCRA.Source).Numkeys(1).Key(key).Arg(args...).Build())
+		}
+		v, err := r.AsIntSlice()
+		if err != nil {
+			return false, err
+		}
+		if len(v) != 4 {
+			return false, fmt.Errorf("gcra replied %d values, want 4", len(v))
+		}
+		return v[0] == 1, nil
+	}
 }

@@ -107,6 +107,8 @@ func plan(e *env, bare decide) []cell {
 	add("throughput", "throttled", throttledGCRA(e.thStore, "work", workThrottled), goroutines, workIDs, false)
 	add("throughput", "ulule", ululeFixed(e.ulStore, "work", workUlule), goroutines, workIDs, false)
 	add("throughput", "bare_script", bare, goroutines, workIDs, false)
+	add("throughput", "evalsha_gcra", evalshaGCRA(e.rueidis, e.sluice, workGCRA), goroutines, workIDs, false)
+	add("throughput", "evalsha_gcra_recommended", evalshaGCRA(e.rueidisD, e.sluiceD, workGCRA), goroutines, workIDs, false)
 	for _, name := range slices.Sorted(maps.Keys(e.variants)) {
 		add("options", "sluice_"+name, sluiceOne(e.variants[name], workGCRA), []int{1, 128, 512}, workIDs, false)
 	}
