@@ -331,8 +331,8 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if st := silent.router.any.breaker.current(); st != breakerOpen {
 		t.Fatalf("silent node left the breaker %v, want open", st)
 	}
-	if !strings.Contains(ErrBreakerOpen.Error(), "circuit breaker open") {
-		t.Fatal(ErrBreakerOpen)
+	if !strings.Contains(errBreakerOpen.Error(), "circuit breaker open") {
+		t.Fatal(errBreakerOpen)
 	}
 }
 

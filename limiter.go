@@ -25,7 +25,6 @@ type Limiter struct {
 	metrics *metrics         // nil: no metrics
 
 	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
-	idle       chan *flight   // fliers waiting for a flight to send
 	deadlines  sharedDeadline // the bound of calls in flight
 }
 
@@ -73,13 +72,13 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines(), idle: make(chan *flight)}
+	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines()}
 	l.deadlines.root = l.goroutines.ctx
 	if l.now == nil {
 		l.now = time.Now
 	}
 	l.router = newRouter(client, l.goroutines, func(addr string) *node {
-		n := &node{addr: addr, probe: l.ping(addr), slots: make(chan struct{}, maxFlights)}
+		n := newNode(addr, cfg.silence, l.ping(addr), l.watchNode)
 		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
 			m.transition(addr, to, n.breaker.current())
 			switch to {

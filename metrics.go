@@ -220,7 +220,7 @@ func (m *metrics) failure(ctx context.Context, lim Limit, err error) {
 	}
 	kind := "error"
 	switch err {
-	case ErrBreakerOpen:
+	case errBreakerOpen:
 		kind = "breaker_open"
 	case errSilent, errTimeout:
 		kind = "timeout"

@@ -19,6 +19,7 @@ import (
 // policy and leaves the other shards' alone.
 type node struct {
 	addr    string
+	silence time.Duration // the Limiter's silence timeout
 	breaker *breaker
 	// probe is the Limiter's own liveness probe of the node (a PING).
 	probe func(context.Context) error
@@ -29,13 +30,59 @@ type node struct {
 	probing   atomic.Bool
 	suspect   atomic.Int64  // UnixNano when calls were last seen waiting the silence timeout; confirmed by silentNode
 	slots     chan struct{} // one token per call out on the node, at most maxFlights
+
+	// The hand-off (sender.go): flights waiting for a sender, the senders
+	// at work, and the channel an idle sender waits on.
+	mu      sync.Mutex
+	queue   []*flight
+	senders int
+	wake    chan struct{}
+
+	// The silence watch (watchNode): quiet is closed when the node is found
+	// silent, waking every call waiting on it; a new one takes its place.
+	quiet    atomic.Pointer[chan struct{}]
+	watching atomic.Bool  // the watchdog is armed
+	due      atomic.Int64 // UnixNano when the watchdog's look is due
+	watchdog *time.Timer
+}
+
+// newNode is a node with its hand-off and silence watch set up; watch is
+// the watchdog's look at it (Limiter.watchNode).
+func newNode(addr string, silence time.Duration, probe func(context.Context) error, watch func(*node)) *node {
+	n := &node{addr: addr, silence: silence, probe: probe, slots: make(chan struct{}, maxFlights), wake: make(chan struct{})}
+	q := make(chan struct{})
+	n.quiet.Store(&q)
+	n.watchdog = time.AfterFunc(time.Hour, func() { watch(n) })
+	n.watchdog.Stop()
+	return n
 }
 
 // sending records that a call goes to the node at t; finished must follow.
+// It arms the silence watch if it is not on.
 func (n *node) sending(t time.Time) {
 	if n.inflight.Add(1) == 1 {
 		n.busySince.Store(t.UnixNano())
 	}
+	if !n.watching.Load() && n.watching.CompareAndSwap(false, true) {
+		n.look(t, n.silentAt(n.silence))
+	}
+}
+
+// look schedules the watchdog's next look at at (at once if at is zero or
+// past); the look counts as due at at, or at now if that is later.
+func (n *node) look(now, at time.Time) {
+	due := at
+	if due.Before(now) {
+		due = now
+	}
+	n.due.Store(due.UnixNano())
+	n.watchdog.Reset(due.Sub(now))
+}
+
+// hush wakes every call waiting on the node: it was found silent.
+func (n *node) hush() {
+	q := make(chan struct{})
+	close(*n.quiet.Swap(&q))
 }
 
 // finished records that a call stopped waiting on the node at t, with a

@@ -49,11 +49,11 @@ var ErrInvalidCost = errors.New("sluice: invalid cost")
 // wrapping error names the option.
 var ErrInvalidOption = errors.New("sluice: invalid option")
 
-// ErrBreakerOpen is the cause recorded (in the sluice.redis.failures
+// errBreakerOpen is the cause recorded (in the sluice.redis.failures
 // metric, as "breaker_open") for decisions the failure policy made without
 // asking Redis because the circuit breaker was open. Decisions never return
 // it: a caller sees a Result with Degraded set.
-var ErrBreakerOpen = errors.New("sluice: circuit breaker open")
+var errBreakerOpen = errors.New("sluice: circuit breaker open")
 
 // ErrWrongType means a key holds a value of another type than the limit's
 // script keeps there: typically a limit whose algorithm changed while its

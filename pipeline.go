@@ -321,18 +321,23 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 	if err := ctx.Err(); err != nil && !first.giveUpNever() {
 		return nil, outcomeCaller, callerErr(ctx) // nothing sent, nothing charged
 	}
+	// The silence signal is taken before the breaker is asked: a node
+	// found silent after this trips the breaker before it wakes the
+	// signal's waiters, so a call let through waits on a signal that the
+	// next silence still wakes.
+	quiet := *n.quiet.Load()
 	if !first.bypass() {
 		if ok, probe := n.breaker.allow(); !ok {
 			if probe {
 				l.probe(n)
 			}
-			return nil, outcomeUnavailable, ErrBreakerOpen
+			return nil, outcomeUnavailable, errBreakerOpen
 		}
 	}
 	select {
 	case n.slots <- struct{}{}:
 	default:
-		if o, err := l.queue(ctx, n, start); o != outcomeOK {
+		if o, err := l.queue(ctx, n, start, quiet); o != outcomeOK {
 			if first.kind == callRelease && o == outcomeCaller {
 				// Nothing was sent, and a release must be: the
 				// release queue sends it.
@@ -352,96 +357,58 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 			f.reqs[i].build(now)
 		}
 	}
-	f.node, f.start, f.since = n, start, since
+	f.node, f.start, f.since, f.quiet = n, start, since, quiet
 	n.sending(start)
-	select {
-	case l.idle <- f: // a flier waiting for work takes it
-	default:
-		go l.flier(f)
-	}
+	l.enqueue(f)
 	return f, outcomeOK, nil
 }
 
 // maxFlights bounds the calls out on one node at once. Past it a call waits
 // for one to land, in the caller's goroutine: a caller who gives up while
 // it waits has sent nothing and charged nothing, and a paused node does
-// not pile up goroutines, or calls that would all be charged when it wakes.
+// not pile up calls that would all be charged when it wakes.
 const maxFlights = 1024
 
-// queue waits for a free flight slot on n, the caller's context, or n's
-// silence; outcomeOK means the slot is taken.
-func (l *Limiter) queue(ctx context.Context, n *node, start time.Time) (outcome, error) {
-	w := l.watch(n, start)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		if d, ok := w.next(); ok {
-			t.Reset(d)
-		}
-		select {
-		case n.slots <- struct{}{}:
-			return outcomeOK, nil
-		case <-ctx.Done():
-			return outcomeCaller, callerErr(ctx)
-		case <-t.C:
-			if err := w.check(time.Now()); err != nil {
-				if err == errSilent {
-					l.silenced(n)
-				}
-				return outcomeUnavailable, err
-			}
-		}
+// queue waits for a free flight slot on n, the caller's context, n's
+// silence (quiet), or WithTimeout's bound; outcomeOK means the slot is
+// taken.
+func (l *Limiter) queue(ctx context.Context, n *node, start time.Time, quiet chan struct{}) (outcome, error) {
+	var bound <-chan time.Time
+	if l.cfg.timeout > 0 {
+		t := time.NewTimer(time.Until(start.Add(l.cfg.timeout)))
+		defer t.Stop()
+		bound = t.C
+	}
+	select {
+	case n.slots <- struct{}{}:
+		return outcomeOK, nil
+	case <-ctx.Done():
+		return outcomeCaller, callerErr(ctx)
+	case <-quiet:
+		return outcomeUnavailable, errSilent
+	case <-bound:
+		return outcomeUnavailable, errTimeout
 	}
 }
 
-// flier flies f and then the flights handed to it, until none has come for
-// a second or the Limiter closes: under steady load the goroutines are
-// reused, and a call starts none.
-func (l *Limiter) flier(f *flight) {
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	for {
-		l.fly(f)
-		t.Reset(time.Second)
-		if !l.goroutines.add() {
-			return
-		}
-		select {
-		case f = <-l.idle:
-			l.goroutines.done() // the caller counted the flight already
-		case <-t.C:
-			l.goroutines.done()
-			return
-		case <-l.goroutines.ctx.Done():
-			l.goroutines.done()
-			return
-		}
-	}
-}
-
-// flight is one round trip to one Redis node: one or more requests in one
-// pipelined write. It runs on a goroutine of its own under the Limiter's
-// context, not the caller's, so it outlives a caller who gives up or who
-// was answered by the failure policy: its replies are still read (the node
-// answered, which is what liveness means here), and what it did in Redis
-// is reconciled (a lease taken for a caller who left is given back).
+// flight is one caller's round trip to one Redis node: its requests, sent
+// by the node's senders in one pipelined write with other callers'
+// (sender.go). It outlives a caller who gives up or who was answered by
+// the failure policy: its replies are still read (the node answered,
+// which is what liveness means here), and what it did in Redis is
+// reconciled (a lease taken for a caller who left is given back).
 type flight struct {
-	reqs  []request // what it sends: reqs with the checks fold joined
-	fold  []int     // for each of the caller's requests, the one of reqs that decides it
-	node  *node
-	start time.Time
-	since bool  // send TIME ahead of the scripts
-	t0    int64 // its reply, µs; 0 when not asked or it failed
-	// The commands of a send, their replies, the request of each (-1:
-	// TIME) and the requests to send again as EVAL: kept for the next.
-	cmds    []luart.Cmd
-	replies []luart.Reply
-	idx     []int
-	eval    []int
+	reqs    []request // what it sends: reqs with the checks fold joined
+	fold    []int     // for each of the caller's requests, the one of reqs that decides it
+	node    *node
+	start   time.Time
+	since   bool          // send TIME ahead of the scripts
+	t0      int64         // its reply, µs; 0 when not asked or it failed
+	quiet   chan struct{} // the node's silence signal as the call started
 	timeKey [1]string
-	state   atomic.Int32 // flightWaiting, then flightLanded (by the flight), or flightLeft or flightAnswered (by the waiter)
+	state   atomic.Int32 // flightWaiting, then flightLanded (by the sender), or flightLeft or flightAnswered (by the waiter)
 	done    chan struct{}
-	timer   *time.Timer
+	timer   *time.Timer // WithTimeout's bound
 }
 
 const (
@@ -460,60 +427,9 @@ var flights = sync.Pool{New: func() any {
 func (f *flight) recycle() {
 	clear(f.reqs)
 	f.reqs = f.reqs[:0]
-	f.node, f.since, f.t0 = nil, false, 0
+	f.node, f.since, f.t0, f.quiet = nil, false, 0, nil
 	f.state.Store(flightWaiting)
 	flights.Put(f)
-}
-
-// fly sends the requests, retries those the cluster answers TRYAGAIN (the
-// script did not run: its keys are being migrated), and hands the replies
-// to the waiter, or reconciles them when the waiter has gone.
-func (l *Limiter) fly(f *flight) {
-	defer l.goroutines.done()
-	n := f.node
-	ctx := l.deadlines.get(f.start, l.cfg.flightBound())
-	l.send(ctx, f, false)
-	for delay := time.Millisecond; f.retrying(); delay = min(2*delay, 50*time.Millisecond) {
-		n.replied(time.Now())
-		if f.state.Load() != flightWaiting && !f.reqs[0].giveUpNever() {
-			break // nobody waits, and the scripts did not run: nothing to do
-		}
-		l.metrics.retry(f.reqs[0].lim)
-		if !sleepCtx(ctx, delay) {
-			for i := range f.reqs {
-				if classOf(f.reqs[i].err) == classRetry {
-					f.reqs[i].err = ctx.Err()
-				}
-			}
-			break
-		}
-		l.send(ctx, f, true)
-	}
-	down, reply := false, false
-	for i := range f.reqs {
-		switch classOf(f.reqs[i].err) {
-		case classDown:
-			down = true
-		case classGaveUp:
-		default:
-			reply = true
-		}
-	}
-	n.finished(time.Now(), reply)
-	<-n.slots
-	if down && !reply {
-		n.breaker.unanswered()
-		l.router.failed()
-	}
-	if f.state.CompareAndSwap(flightWaiting, flightLanded) {
-		f.done <- struct{}{}
-		return
-	}
-	left := f.state.Load() == flightLeft
-	for i := range f.reqs {
-		l.reconcile(&f.reqs[i], classOf(f.reqs[i].err), left)
-	}
-	f.recycle()
 }
 
 // retrying reports whether a request of f was answered TRYAGAIN.
@@ -526,67 +442,6 @@ func (f *flight) retrying() bool {
 	return false
 }
 
-// send sends f's requests (with retry, only those answered TRYAGAIN) in
-// one pipelined write, TIME first when f asks for it, and sets their
-// replies; then the scripts Redis did not have go once more as EVAL, in a
-// second write.
-func (l *Limiter) send(ctx context.Context, f *flight, retry bool) {
-	cmds, idx := f.cmds[:0], f.idx[:0]
-	if f.since && !retry {
-		f.timeKey[0] = f.reqs[0].key // TIME on the node of the scripts' slot
-		cmds = append(cmds, luart.Cmd{Op: luart.OpTime, Keys: f.timeKey[:]})
-		idx = append(idx, -1)
-	}
-	for i := range f.reqs {
-		req := &f.reqs[i]
-		if retry && classOf(req.err) != classRetry {
-			continue
-		}
-		if req.kind == callReset {
-			cmds = append(cmds, luart.Cmd{Op: luart.OpDel, Keys: req.keys})
-		} else {
-			cmds = append(cmds, luart.Cmd{Op: luart.OpEvalSha, Call: req.call})
-		}
-		idx = append(idx, i)
-	}
-	replies := f.replies[:0]
-	for range cmds {
-		replies = append(replies, luart.Reply{})
-	}
-	l.client.Send(ctx, cmds, replies)
-	eval := f.eval[:0]
-	for j, r := range replies {
-		i := idx[j]
-		if i < 0 {
-			f.t0 = timeOf(r)
-			continue
-		}
-		req := &f.reqs[i]
-		if cmds[j].Op == luart.OpEvalSha && r.IsNoScript() {
-			eval = append(eval, i)
-			continue
-		}
-		req.d, req.err = req.decode(r)
-	}
-	if len(eval) > 0 {
-		l.metrics.reload(ctx, len(eval))
-		cmds = cmds[:0]
-		for _, i := range eval {
-			cmds = append(cmds, luart.Cmd{Op: luart.OpEval, Call: f.reqs[i].call})
-		}
-		replies = replies[:len(cmds)]
-		l.client.Send(ctx, cmds, replies)
-		for j, i := range eval {
-			req := &f.reqs[i]
-			req.d, req.err = req.decode(replies[j])
-		}
-	}
-	// Kept with the flight for the next, holding nothing.
-	clear(cmds)
-	clear(replies)
-	f.cmds, f.idx, f.replies, f.eval = cmds[:0], idx[:0], replies[:0], eval[:0]
-}
-
 // timeOf reads a TIME reply as µs; 0 when it failed.
 func timeOf(r luart.Reply) int64 {
 	t, err := r.Time()
@@ -596,46 +451,36 @@ func timeOf(r luart.Reply) int64 {
 	return t
 }
 
-// await waits for f's replies, the caller's context, or the node's
-// silence; outcomeOK means the flight landed (collect its replies).
+// await waits for f's replies, the caller's context, the node's silence,
+// or WithTimeout's bound; outcomeOK means the flight landed (collect its
+// replies).
 func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
-	n := f.node
-	w := l.watch(n, f.start)
-	t := f.timer
-	for {
-		// The flight counts in the node's inflight until it lands, so
-		// the node's silence is watched while it is out.
-		var tc <-chan time.Time
-		if d, ok := w.next(); ok {
-			t.Reset(d)
-			tc = t.C
-		}
-		select {
-		case <-f.done:
-			t.Stop()
-			return l.landed()
-		case <-ctx.Done():
-			t.Stop()
-			if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
-				<-f.done
-				return l.landed()
-			}
-			return outcomeCaller, callerErr(ctx)
-		case <-tc:
-			err := w.check(time.Now())
-			if err == nil {
-				continue
-			}
-			if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
-				<-f.done
-				return l.landed()
-			}
-			if err == errSilent {
-				l.silenced(n)
-			}
-			return outcomeUnavailable, err
-		}
+	var bound <-chan time.Time
+	if l.cfg.timeout > 0 {
+		f.timer.Reset(time.Until(f.start.Add(l.cfg.timeout)))
+		bound = f.timer.C
+		defer f.timer.Stop()
 	}
+	var cause error
+	select {
+	case <-f.done:
+		return l.landed()
+	case <-ctx.Done():
+		if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
+			<-f.done
+			return l.landed()
+		}
+		return outcomeCaller, callerErr(ctx)
+	case <-f.quiet:
+		cause = errSilent
+	case <-bound:
+		cause = errTimeout
+	}
+	if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
+		<-f.done
+		return l.landed()
+	}
+	return outcomeUnavailable, cause
 }
 
 // landed is the outcome of a flight whose waiter is still there.
@@ -646,66 +491,38 @@ func (l *Limiter) landed() (outcome, error) {
 	return outcomeOK, nil
 }
 
-// watcher is what a waiting caller watches besides its call: the node's
-// silence (with its PING confirmation) and WithTimeout's bound.
-type watcher struct {
-	l              *Limiter
-	n              *node
-	bound, recheck time.Time // recheck: the next look once silence is suspected
-	due            time.Time // when the look being taken was due: at the wake time, or at once if that had passed
-}
-
-func (l *Limiter) watch(n *node, start time.Time) watcher {
-	w := watcher{l: l, n: n}
-	if l.cfg.timeout > 0 {
-		w.bound = start.Add(l.cfg.timeout)
-	}
-	return w
-}
-
-// next is how long to wait before looking again; false when there is
-// nothing to watch.
-func (w *watcher) next() (time.Duration, bool) {
-	var wake time.Time
-	if !w.recheck.IsZero() {
-		wake = earliest(w.recheck, w.bound)
-	} else {
-		wake = earliest(w.n.silentAt(w.l.cfg.silence), w.bound)
-	}
-	if wake.IsZero() {
-		return 0, false
-	}
+// watchNode is the watchdog's look at n, armed while calls wait on it
+// (node.sending): when they have waited the whole silence timeout with no
+// reply of any kind, and silentNode confirms it, the breaker opens and
+// every waiting call is woken to be answered by the failure policy.
+// Otherwise it looks again when the node could next turn silent.
+func (l *Limiter) watchNode(n *node) {
 	now := time.Now()
-	w.due = wake
-	if now.After(wake) {
-		w.due = now
+	if l.goroutines.closed() {
+		n.watching.Store(false)
+		return
 	}
-	return wake.Sub(now), true
-}
-
-// check looks at now: errSilent when the node is silent (confirmed),
-// errTimeout past the bound, nil to go on waiting.
-func (w *watcher) check(now time.Time) error {
-	silent, recheck := w.l.silentNode(w.n, now, now.Sub(w.due))
-	w.recheck = recheck
-	switch {
-	case silent:
-		return errSilent
-	case !w.bound.IsZero() && !now.Before(w.bound):
-		return errTimeout
-	}
-	return nil
-}
-
-// earliest is the earliest of the times that are set; zero if none is.
-func earliest(ts ...time.Time) time.Time {
-	var e time.Time
-	for _, t := range ts {
-		if !t.IsZero() && (e.IsZero() || t.Before(e)) {
-			e = t
+	at := n.silentAt(l.cfg.silence)
+	if at.IsZero() {
+		// Nothing waits: the watch is off until a call arms it. A call
+		// that started since silentAt was read found it still on.
+		n.watching.Store(false)
+		if n.inflight.Load() > 0 && n.watching.CompareAndSwap(false, true) {
+			n.look(now, n.silentAt(l.cfg.silence))
 		}
+		return
 	}
-	return e
+	if now.Before(at) {
+		n.look(now, at)
+		return
+	}
+	silent, recheck := l.silentNode(n, now, now.Sub(time.Unix(0, n.due.Load())))
+	if silent {
+		l.silenced(n) // the breaker first: see launch
+		n.hush()
+		recheck = now.Add(l.cfg.silence / 4)
+	}
+	n.look(now, recheck)
 }
 
 // silentNode reports whether n is silent at now, confirmed: calls have
@@ -715,12 +532,12 @@ func earliest(ts ...time.Time) time.Time {
 // to look again. The second look, and late, guard against this process
 // being starved of CPU, which from inside looks like a silent node:
 // replies that arrived but wait for a core to be read are read by the
-// second look, and a look taken late (late after it was due: this
-// goroutine, like the ones reading replies, waited for a core) confirms
-// nothing, but starts the confirmation again.
+// second look, and a look taken late (late after it was due: the
+// watchdog, like the goroutines reading replies, waited for a core)
+// confirms nothing, but starts the confirmation again.
 func (l *Limiter) silentNode(n *node, now time.Time, late time.Duration) (bool, time.Time) {
 	if !n.silent(now, l.cfg.silence) {
-		return false, time.Time{}
+		return false, n.silentAt(l.cfg.silence)
 	}
 	confirm := l.cfg.silence / 4
 	sus := n.suspect.Load()

@@ -20,8 +20,12 @@ import (
 // that charges a quota twice; such a client must be configured not to.
 type Transport interface {
 	// Send sends cmds in one pipelined write and sets replies[i] to the
-	// reply of cmds[i] (len(replies) >= len(cmds)). Every command of one
-	// Send is on keys of one hash slot. An error reply of the server is
+	// reply of cmds[i] (len(replies) >= len(cmds)). The commands of one
+	// Send are on keys the Limiter takes to be on one node; on a cluster
+	// they may span several hash slots (and, while the slot map is
+	// stale, nodes), so a cluster client must route each command by its
+	// own slot, keeping the order of the commands of one slot. An error
+	// reply of the server is
 	// the Reply's error, of a type ServerError recognises (one with a
 	// RedisError method will do); so is the client's own failure (a lost
 	// connection, ctx's end), of any other type. A Send whose ctx has

@@ -1,0 +1,246 @@
+package sluice
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-go/sluice/runtime/luart"
+)
+
+// The hand-off between callers and Redis. A caller's flight (its requests
+// for one node) joins the node's queue; the node's senders take everything
+// queued, send it in one pipelined write, and hand each flight its replies.
+// A caller waits only for its own flight, its context, and the node's
+// silence signal; no goroutine is started per call, and under load one
+// write and one wake-up of a sender serve many callers.
+
+// sendersPerNode bounds the writes out on one node at once. Two keep the
+// node busy (one batch runs while the next is on the wire); more split the
+// same callers into smaller batches.
+const sendersPerNode = 2
+
+// maxBatch bounds the flights one write takes; the rest wait for the next.
+const maxBatch = 256
+
+// enqueue hands f to its node's senders, starting or waking one if fewer
+// than sendersPerNode are at work.
+func (l *Limiter) enqueue(f *flight) {
+	n := f.node
+	n.mu.Lock()
+	n.queue = append(n.queue, f)
+	start := n.senders < sendersPerNode
+	if start {
+		n.senders++
+	}
+	n.mu.Unlock()
+	if !start {
+		return
+	}
+	select {
+	case n.wake <- struct{}{}: // a sender waiting for work takes it
+	default:
+		if !l.goroutines.add() {
+			// Closed: nobody will start again, so this caller sends what
+			// is queued (Close cancelled the context: nothing goes out).
+			l.sendQueued(n, new(sendBuf), false)
+			return
+		}
+		go l.sender(n)
+	}
+}
+
+// take moves up to maxBatch queued flights of n into batch; when none is
+// queued the calling sender stops counting among n's senders.
+func (n *node) take(batch []*flight) []*flight {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := min(len(n.queue), maxBatch)
+	if k == 0 {
+		n.senders--
+		return batch
+	}
+	batch = append(batch, n.queue[:k]...)
+	rest := copy(n.queue, n.queue[k:])
+	clear(n.queue[rest:])
+	n.queue = n.queue[:rest]
+	return batch
+}
+
+// sender sends n's queued flights until none has come for a second or the
+// Limiter closes.
+func (l *Limiter) sender(n *node) {
+	defer l.goroutines.done()
+	s := new(sendBuf)
+	idle := time.NewTimer(time.Second)
+	defer idle.Stop()
+	for {
+		l.sendQueued(n, s, true)
+		idle.Reset(time.Second)
+		select {
+		case <-n.wake: // counted among n's senders again by the waker
+		case <-idle.C:
+			return
+		case <-l.goroutines.ctx.Done():
+			return
+		}
+	}
+}
+
+// sendQueued sends n's queue, batch after batch, until it is empty.
+func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) {
+	for {
+		batch := n.take(s.batch[:0])
+		s.batch = batch
+		if len(batch) == 0 {
+			return
+		}
+		ctx := l.deadlines.get(batch[0].start, l.cfg.flightBound())
+		l.send(ctx, s, batch, false)
+		for _, f := range batch {
+			if retries && f.retrying() && l.goroutines.add() {
+				go l.retry(f)
+				continue
+			}
+			l.land(f)
+		}
+		clear(s.batch)
+	}
+}
+
+// retry sends again, after a pause that doubles, the requests of f the
+// cluster answered TRYAGAIN (the script did not run: its keys are being
+// migrated), then lands f.
+func (l *Limiter) retry(f *flight) {
+	defer l.goroutines.done()
+	ctx := l.deadlines.get(f.start, l.cfg.flightBound())
+	s := &sendBuf{batch: []*flight{f}}
+	for delay := time.Millisecond; f.retrying(); delay = min(2*delay, 50*time.Millisecond) {
+		f.node.replied(time.Now())
+		if f.state.Load() != flightWaiting && !f.reqs[0].giveUpNever() {
+			break // nobody waits, and the scripts did not run: nothing to do
+		}
+		l.metrics.retry(f.reqs[0].lim)
+		if !sleepCtx(ctx, delay) {
+			for i := range f.reqs {
+				if classOf(f.reqs[i].err) == classRetry {
+					f.reqs[i].err = ctx.Err()
+				}
+			}
+			break
+		}
+		l.send(ctx, s, s.batch, true)
+	}
+	l.land(f)
+}
+
+// sendBuf is a sender's scratch space, kept from one write to the next:
+// the commands of a write, their replies, the request each belongs to,
+// and the requests to send again as EVAL.
+type sendBuf struct {
+	batch   []*flight
+	cmds    []luart.Cmd
+	replies []luart.Reply
+	idx     []reqRef
+	eval    []reqRef
+}
+
+// reqRef names one request of a batch: flight f's request r, or with r
+// -1 the flight's TIME.
+type reqRef struct{ f, r int32 }
+
+// send sends the requests of batch (with retry, only those answered
+// TRYAGAIN) in one pipelined write, each flight's TIME ahead of its
+// scripts when it asks for one, and sets their replies; then the scripts
+// Redis did not have go once more as EVAL, in a second write.
+func (l *Limiter) send(ctx context.Context, s *sendBuf, batch []*flight, retry bool) {
+	cmds, idx := s.cmds[:0], s.idx[:0]
+	for fi, f := range batch {
+		if f.since && !retry {
+			f.timeKey[0] = f.reqs[0].key // TIME on the node of the scripts' slot
+			cmds = append(cmds, luart.Cmd{Op: luart.OpTime, Keys: f.timeKey[:]})
+			idx = append(idx, reqRef{int32(fi), -1})
+		}
+		for i := range f.reqs {
+			req := &f.reqs[i]
+			if retry && classOf(req.err) != classRetry {
+				continue
+			}
+			if req.kind == callReset {
+				cmds = append(cmds, luart.Cmd{Op: luart.OpDel, Keys: req.keys})
+			} else {
+				cmds = append(cmds, luart.Cmd{Op: luart.OpEvalSha, Call: req.call})
+			}
+			idx = append(idx, reqRef{int32(fi), int32(i)})
+		}
+	}
+	replies := s.replies[:0]
+	for range cmds {
+		replies = append(replies, luart.Reply{})
+	}
+	l.client.Send(ctx, cmds, replies)
+	eval := s.eval[:0]
+	for j, r := range replies {
+		ref := idx[j]
+		f := batch[ref.f]
+		if ref.r < 0 {
+			f.t0 = timeOf(r)
+			continue
+		}
+		if cmds[j].Op == luart.OpEvalSha && r.IsNoScript() {
+			eval = append(eval, ref)
+			continue
+		}
+		req := &f.reqs[ref.r]
+		req.d, req.err = req.decode(r)
+	}
+	if len(eval) > 0 {
+		l.metrics.reload(ctx, len(eval))
+		cmds = cmds[:0]
+		for _, ref := range eval {
+			cmds = append(cmds, luart.Cmd{Op: luart.OpEval, Call: batch[ref.f].reqs[ref.r].call})
+		}
+		replies = replies[:len(cmds)]
+		l.client.Send(ctx, cmds, replies)
+		for j, ref := range eval {
+			req := &batch[ref.f].reqs[ref.r]
+			req.d, req.err = req.decode(replies[j])
+		}
+	}
+	// Kept for the next write, holding nothing.
+	clear(cmds)
+	clear(replies)
+	s.cmds, s.idx, s.replies, s.eval = cmds[:0], idx[:0], replies[:0], eval[:0]
+}
+
+// land ends f's round trip: the node's liveness and breaker learn how it
+// went, and the replies go to the waiter, or are reconciled when the
+// waiter has gone.
+func (l *Limiter) land(f *flight) {
+	defer l.goroutines.done()
+	n := f.node
+	down, reply := false, false
+	for i := range f.reqs {
+		switch classOf(f.reqs[i].err) {
+		case classDown:
+			down = true
+		case classGaveUp:
+		default:
+			reply = true
+		}
+	}
+	n.finished(time.Now(), reply)
+	<-n.slots
+	if down && !reply {
+		n.breaker.unanswered()
+		l.router.failed()
+	}
+	if f.state.CompareAndSwap(flightWaiting, flightLanded) {
+		f.done <- struct{}{}
+		return
+	}
+	left := f.state.Load() == flightLeft
+	for i := range f.reqs {
+		l.reconcile(&f.reqs[i], classOf(f.reqs[i].err), left)
+	}
+	f.recycle()
+}
