@@ -163,7 +163,7 @@ func decode4[T ~reply4](dec func(luart.Reply) (T, error)) func(luart.Reply) (dec
 	}
 }
 
-// multiCall builds the AllowAll script call for limits of one algorithm
+// multiCall builds the multi-limit script call (fold) for limits of one algorithm
 // (validated by the caller), one key per limit, and its decoder. With
 // each (3 numbers per limit) the script also replies every limit's own
 // remaining, retry_after and reset_after, which the decoder copies into

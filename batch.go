@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice/runtime/luart"
@@ -52,13 +53,72 @@ type Decision struct {
 	// done); the zero Lease for every other check.
 	Leases []Lease
 
-	asked uint64
+	asked, enforced uint64 // the checks decided, and those not Shadow
 }
 
 // Asked reports whether check i was decided. A batch that an enforced
 // check's cached denial denies at once (WithDenialCache) asks nothing of
 // the checks the cache cannot answer: their Results hold only the Limit.
 func (d *Decision) Asked(i int) bool { return i >= 0 && i < MaxChecks && d.asked&(1<<i) != 0 }
+
+// Binding is the decision as one Result, as AllowAll reports it: the
+// Limit, Allowed and RetryAfter of the check that decided (when denied,
+// the enforced check that denied with the longest wait, RetryNever before
+// any; when admitted, the check with the least Remaining; the first of
+// equals), Remaining the least and ResetAfter the longest over the checks
+// asked, and Degraded when any of them was. Shadow checks are left out
+// unless every check is one.
+func (d *Decision) Binding() Result {
+	var res Result
+	bind, first := -1, true
+	shadowOnly := true
+	for i := range d.Results {
+		if d.Asked(i) && d.enforced&(1<<i) != 0 {
+			shadowOnly = false
+		}
+	}
+	for i, r := range d.Results {
+		if !d.Asked(i) || !shadowOnly && d.enforced&(1<<i) == 0 {
+			continue
+		}
+		if first {
+			res, bind, first = Result{Remaining: r.Remaining, ResetAfter: r.ResetAfter}, i, false
+		}
+		res.Remaining = min(res.Remaining, r.Remaining)
+		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
+		res.Degraded = res.Degraded || r.Degraded
+		if binds(r, d.Results[bind], d.Allowed) {
+			bind = i
+		}
+	}
+	if bind < 0 {
+		return Result{Allowed: d.Allowed}
+	}
+	b := d.Results[bind]
+	res.Allowed, res.Limit, res.RetryAfter = d.Allowed, b.Limit, b.RetryAfter
+	if d.Allowed {
+		res.RetryAfter = 0
+	}
+	return res
+}
+
+// binds reports whether r decides a decision (allowed or not) rather than
+// cur, which comes before it.
+func binds(r, cur Result, allowed bool) bool {
+	switch {
+	case allowed:
+		return r.Remaining < cur.Remaining
+	case r.Allowed:
+		return false
+	case cur.Allowed:
+		return true
+	case cur.RetryAfter == RetryNever:
+		return false
+	case r.RetryAfter == RetryNever:
+		return true
+	}
+	return r.RetryAfter > cur.RetryAfter
+}
 
 // Decide decides every check in one round trip to each Redis node
 // involved, and admits the request only if every enforced check admits
@@ -94,10 +154,21 @@ func (l *Limiter) Decide(ctx context.Context, checks ...Check) (Decision, error)
 // when they are large enough: a caller deciding many requests can keep
 // one Decision per goroutine and allocate nothing for them.
 func (l *Limiter) DecideInto(ctx context.Context, d *Decision, checks ...Check) error {
-	n := len(checks)
 	res, leases := d.Results, d.Leases
 	*d = Decision{}
-	if n == 0 || n > MaxChecks {
+	if err := validChecks(checks); err != nil {
+		return err
+	}
+	b := newBatch(l, checks, res, leases)
+	err := b.decide(ctx)
+	*d = b.dec
+	b.free()
+	return err
+}
+
+// validChecks checks the checks of a batch before anything is asked.
+func validChecks(checks []Check) error {
+	if n := len(checks); n == 0 || n > MaxChecks {
 		return fmt.Errorf("%w: Decide takes 1 to %d checks, got %d", ErrInvalidLimit, MaxChecks, n)
 	}
 	for i := range checks {
@@ -108,9 +179,7 @@ func (l *Limiter) DecideInto(ctx context.Context, d *Decision, checks ...Check) 
 			return fmt.Errorf("check %d: %w", i, err)
 		}
 	}
-	d.Results = grow(res, n)
-	d.Leases = grow(leases, n)
-	return l.decide(ctx, d, checks)
+	return nil
 }
 
 // grow is s with length n, zeroed, reusing its array when it can.
@@ -126,12 +195,15 @@ func grow[T any](s []T, n int) []T {
 // decideOne is the batch of one validated check, for Allow, AllowN, Peek
 // and Acquire.
 func (l *Limiter) decideOne(ctx context.Context, c Check) (Result, Lease, error) {
-	var res [1]Result
-	var leases [1]Lease
-	checks := [1]Check{c}
-	d := Decision{Results: res[:], Leases: leases[:]}
-	err := l.decide(ctx, &d, checks[:])
-	return res[0], leases[0], err
+	b := newBatch(l, nil, nil, nil)
+	b.checkBuf[0] = c
+	b.checks = b.checkBuf[:1]
+	b.dec.Results, b.dec.Leases = b.resBuf[:1], b.leaseBuf[:1]
+	b.dec.enforced = 1
+	err := b.decide(ctx)
+	res, lease := b.resBuf[0], b.leaseBuf[0]
+	b.free()
+	return res, lease, err
 }
 
 // group is the requests of a batch that go to one node, in one flight.
@@ -144,204 +216,300 @@ type group struct {
 	t0     int64 // the flight's TIME (µs), the bound its refunds start from
 }
 
-// decide is the batch decision of validated checks into d (Results and
-// Leases of len(checks), zeroed).
-func (l *Limiter) decide(ctx context.Context, d *Decision, checks []Check) error {
-	start := time.Now()
-	var kbuf [4]string
-	keys := kbuf[:0]
+// batch is one batch decision under way: its checks, the requests sent for
+// them grouped by node, and what is known so far. decide runs its phases in
+// order; each is a method below. Batches are pooled with room for small
+// ones inline, so a decision allocates none of this.
+type batch struct {
+	l      *Limiter
+	dec    Decision
+	checks []Check
+	keys   []string
+	start  time.Time
+	sent   time.Time // the denial cache's clock reading, before anything is sent
+	reqs   []request // one per check the denial cache did not answer
+	nodes  []*node   // each request's node
+	groups []group
+	// charged and local are the checks charged in Redis and those that
+	// took a local slot; denied reports an enforced check that denied;
+	// failed is the first error for the caller.
+	charged, local uint64
+	denied         bool
+	failed         error
+
+	checkBuf [8]Check
+	resBuf   [8]Result
+	leaseBuf [8]Lease
+	keyBuf   [4]string
+	reqBuf   [4]request
+	nodeBuf  [4]*node
+	groupBuf [2]group
+}
+
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+// newBatch is a batch of l over checks (copied; nil: the caller sets
+// them), its Decision's Results and Leases reusing res and leases.
+func newBatch(l *Limiter, checks []Check, res []Result, leases []Lease) *batch {
+	b := batches.Get().(*batch)
+	b.l = l
+	b.checks = b.checkBuf[:0]
+	b.keys, b.reqs, b.nodes, b.groups = b.keyBuf[:0], b.reqBuf[:0], b.nodeBuf[:0], b.groupBuf[:0]
+	if checks == nil {
+		return b
+	}
+	b.checks = append(b.checkBuf[:0], checks...)
+	n := len(checks)
+	b.dec.Results, b.dec.Leases = grow(res, n), grow(leases, n)
 	for i := range checks {
-		keys = append(keys, l.Key(checks[i].Identity, checks[i].Limit))
-	}
-
-	// The denial cache: an enforced check it denies denies the batch
-	// before anything is sent.
-	var sent time.Time
-	if l.denials != nil {
-		sent = l.now()
-		denied := false
-		for i := range checks {
-			c := &checks[i]
-			if c.Limit.Algorithm == AlgConcurrency || c.Cost > 1 {
-				continue
-			}
-			r, ok := l.denials.get(keys[i], sent)
-			if !ok {
-				continue
-			}
-			r.Limit = c.Limit
-			if c.Cost == 0 && !c.peek {
-				// A report: always allowed, and nothing is left, since a
-				// cost of 1 cannot be admitted yet.
-				r.Allowed, r.RetryAfter = true, 0
-			}
-			d.Results[i], d.asked = r, d.asked|1<<i
-			l.metrics.cacheHit(ctx, c.Limit)
-			denied = denied || !r.Allowed && !c.Shadow
-		}
-		if denied || d.asked == 1<<len(checks)-1 {
-			d.Allowed = !denied
-			l.record(ctx, d, d.asked, time.Now())
-			return nil
+		if !checks[i].Shadow {
+			b.dec.enforced |= 1 << i
 		}
 	}
+	return b
+}
 
-	// One request per check the cache did not answer, grouped by node.
+// free returns b to the pool, holding nothing.
+func (b *batch) free() {
+	*b = batch{}
+	batches.Put(b)
+}
+
+// decide is the batch decision of b's validated checks into b.dec
+// (Results and Leases of len(checks), zeroed).
+func (b *batch) decide(ctx context.Context) error {
+	l := b.l
+	b.start = time.Now()
+	for i := range b.checks {
+		b.keys = append(b.keys, l.Key(b.checks[i].Identity, b.checks[i].Limit))
+	}
+	if b.fromCache(ctx) {
+		return nil
+	}
+	b.request()
+	b.groups = byNode(b.reqs, b.nodes, b.groups)
+	b.fly(ctx)
+	if err := b.abandoned(); err != nil {
+		return err
+	}
+	b.answers()
+	if b.failed == nil {
+		b.degraded(ctx)
+	}
+	b.dec.Allowed = !b.denied && b.failed == nil
+	if !b.dec.Allowed {
+		l.refund(ctx, b)
+	}
+	l.record(ctx, &b.dec, b.dec.asked, b.start)
+	return b.failed
+}
+
+// fromCache answers from the denial cache every check it holds a denial
+// for; true when that decides the batch: an enforced check denied, or
+// every check was answered.
+func (b *batch) fromCache(ctx context.Context) bool {
+	l, d := b.l, &b.dec
+	if l.denials == nil {
+		return false
+	}
+	b.sent = l.now()
+	for i := range b.checks {
+		c := &b.checks[i]
+		if c.Limit.Algorithm == AlgConcurrency || c.Cost > 1 {
+			continue
+		}
+		r, ok := l.denials.get(b.keys[i], b.sent)
+		if !ok {
+			continue
+		}
+		r.Limit = c.Limit
+		if c.Cost == 0 && !c.peek {
+			// A report: always allowed, and nothing is left, since a
+			// cost of 1 cannot be admitted yet.
+			r.Allowed, r.RetryAfter = true, 0
+		}
+		d.Results[i], d.asked = r, d.asked|1<<i
+		l.metrics.cacheHit(ctx, c.Limit)
+		b.denied = b.denied || !r.Allowed && !c.Shadow
+	}
+	if b.denied || d.asked == 1<<len(b.checks)-1 {
+		d.Allowed = !b.denied
+		l.record(ctx, d, d.asked, time.Now())
+		return true
+	}
+	return false
+}
+
+// request makes one request per check the cache did not answer, and
+// notes its node.
+func (b *batch) request() {
+	l, d := b.l, &b.dec
 	now := l.nowArg()
-	var rbuf [4]request
-	reqs := rbuf[:0]
-	var nbuf [4]*node
-	nodes := nbuf[:0]
-	for i := range checks {
+	for i := range b.checks {
 		if d.asked&(1<<i) != 0 {
 			continue
 		}
-		c := &checks[i]
-		req := request{kind: callRate, lim: c.Limit, key: keys[i], cost: c.Cost, peek: c.peek, shadow: c.Shadow, check: i}
+		c := &b.checks[i]
+		req := request{kind: callRate, lim: c.Limit, key: b.keys[i], cost: c.Cost, peek: c.peek, shadow: c.Shadow, check: i}
 		if c.Limit.Algorithm == AlgConcurrency {
-			d.Leases[i] = newLease(keys[i], c.Limit)
+			d.Leases[i] = newLease(b.keys[i], c.Limit)
 			req.kind, req.holder, req.cost, req.peek = callAcquire, d.Leases[i].ID, 1, false
-			req.call, req.decode = acquireCall(keys[i], req.holder, c.Limit, now), algConcurrency.decode
+			req.call, req.decode = acquireCall(b.keys[i], req.holder, c.Limit, now), algConcurrency.decode
 		}
-		reqs = append(reqs, req)
-		nodes = append(nodes, l.router.nodeFor(keys[i]))
+		b.reqs = append(b.reqs, req)
+		b.nodes = append(b.nodes, l.router.nodeFor(b.keys[i]))
 	}
-	var gbuf [2]group
-	groups := byNode(reqs, nodes, gbuf[:0])
-	// A refund may be needed: ask each node its TIME first. Not when the
-	// checks all go to one node in one multi-limit call, which is atomic.
-	since := len(reqs) > 1 && now == nil && !(len(groups) == 1 && foldsToOne(reqs))
-	l.flyGroups(ctx, start, reqs, groups, now, since)
-	if now != nil {
-		for gi := range groups {
-			groups[gi].t0 = *now // the client clock the scripts used is the refunds' bound
-		}
-	}
+}
 
-	// The caller left, or the Limiter closed: what landed is reconciled
-	// as a flight does for a caller who left.
-	for gi := range groups {
-		if g := &groups[gi]; g.o == outcomeCaller || g.o == outcomeClosed {
-			for ri := range groups {
-				if o := groups[ri].o; o == outcomeOK {
-					for i := groups[ri].lo; i < groups[ri].hi; i++ {
-						l.reconcile(&reqs[i], classOf(reqs[i].err), true)
-					}
+// fly sends the requests, one flight per node, and waits for them. A
+// refund may be needed, so each node is asked its TIME first; not when
+// the checks all go to one node in one multi-limit call, which is atomic.
+func (b *batch) fly(ctx context.Context) {
+	now := b.l.nowArg()
+	since := len(b.reqs) > 1 && now == nil && !(len(b.groups) == 1 && foldsToOne(b.reqs))
+	b.l.flyGroups(ctx, b.start, b.reqs, b.groups, now, since)
+	if now != nil {
+		for gi := range b.groups {
+			b.groups[gi].t0 = *now // the client clock the scripts used is the refunds' bound
+		}
+	}
+}
+
+// abandoned is the caller's error when it left or the Limiter closed
+// while the flights were out; what landed is reconciled as a flight does
+// for a caller who left.
+func (b *batch) abandoned() error {
+	for gi := range b.groups {
+		o := b.groups[gi].o
+		if o != outcomeCaller && o != outcomeClosed {
+			continue
+		}
+		for ri := range b.groups {
+			if g := &b.groups[ri]; g.o == outcomeOK {
+				for i := g.lo; i < g.hi; i++ {
+					b.l.reconcile(&b.reqs[i], classOf(b.reqs[i].err), true)
 				}
 			}
-			if g.o == outcomeClosed {
-				return ErrClosed
-			}
-			return g.err
 		}
+		if o == outcomeClosed {
+			return ErrClosed
+		}
+		return b.groups[gi].err
 	}
+	return nil
+}
 
-	// Redis's answers.
-	var charged, local uint64
-	var failed error
-	denied := false
-	for gi := range groups {
-		g := &groups[gi]
+// answers takes Redis's answers: each check's Result, what was charged,
+// and whether an enforced check denied.
+func (b *batch) answers() {
+	l, d := b.l, &b.dec
+	for gi := range b.groups {
+		g := &b.groups[gi]
 		if g.o != outcomeOK {
 			continue
 		}
 		for i := g.lo; i < g.hi; i++ {
-			req := &reqs[i]
-			o, err := outcomeOf(req.err)
-			switch o {
+			req := &b.reqs[i]
+			switch o, err := outcomeOf(req.err); o {
 			case outcomeOK:
 			case outcomeRefused, outcomeWrongType:
-				failed = cmpErr(failed, outcomeError(o, req, err))
+				b.failed = cmpErr(b.failed, outcomeError(o, req, err))
 				continue
 			default:
-				continue // the failure policy decides it, below
+				continue // the failure policy decides it (degraded)
 			}
-			c := &checks[req.check]
 			r := req.d.result(req.lim)
 			d.Results[req.check], d.asked = r, d.asked|1<<req.check
 			if r.Allowed && !req.uncharged && (req.kind == callAcquire || req.cost > 0 && !req.peek) {
-				charged |= 1 << req.check
+				b.charged |= 1 << req.check
 			}
-			if !r.Allowed {
-				denied = denied || !c.Shadow
-				if req.kind == callAcquire {
-					d.Leases[req.check] = Lease{}
-				} else if req.cost == 1 {
-					l.denials.put(req.key, r, sent, l.now())
-				}
+			if r.Allowed {
+				continue
+			}
+			b.denied = b.denied || !b.checks[req.check].Shadow
+			if req.kind == callAcquire {
+				d.Leases[req.check] = Lease{}
+			} else if req.cost == 1 {
+				l.denials.put(req.key, r, b.sent, l.now())
 			}
 		}
 	}
+}
 
-	// The failure policy decides what Redis could not. Its rate checks are
-	// first only asked (a peek); when nothing denies, the concurrency slots
-	// are taken and then the rate checks charged, so a batch denied by the
-	// failure policy charges nothing locally but in a race with another
-	// caller on the same local state.
-	if failed == nil {
-		at := l.now()
-		var dbuf [4]int
-		var bbuf [4]*breaker
-		degraded, breakers := dbuf[:0], bbuf[:0] // the requests, and the breakers of their nodes
-		for gi := range groups {
-			g := &groups[gi]
-			for i := g.lo; i < g.hi; i++ {
-				cause := g.err
-				if g.o == outcomeOK {
-					if o, _ := outcomeOf(reqs[i].err); o != outcomeUnavailable {
-						continue
-					}
-					cause = reqs[i].err
-				}
-				reqs[i].err = cause
-				degraded, breakers = append(degraded, i), append(breakers, g.n.breaker)
-				l.metrics.failure(ctx, reqs[i].lim, cause)
+// degraded has the failure policy decide what Redis could not. Its rate
+// checks are first only asked (a peek); when nothing denies, the
+// concurrency slots are taken and then the rate checks charged, so a batch
+// denied by the failure policy charges nothing locally but in a race with
+// another caller on the same local state.
+func (b *batch) degraded(ctx context.Context) {
+	var dbuf [4]int
+	var bbuf [4]*breaker
+	idx, breakers := b.unanswered(ctx, dbuf[:0], bbuf[:0])
+	if len(idx) == 0 {
+		return
+	}
+	at := b.l.now()
+	first := 0
+	if len(idx) == 1 {
+		first = 1 // one check: its own decision is all there is to ask
+	}
+	for pass := first; pass < 3; pass++ {
+		// 0: peek every check; 1: take the slots; 2: charge the rates.
+		for k, i := range idx {
+			req := &b.reqs[i]
+			if pass == 1 && req.kind != callAcquire || pass == 2 && req.kind == callAcquire {
+				continue
 			}
-		}
-		decideLocal := func(req *request, b *breaker, peek bool) Result {
-			if req.kind == callAcquire {
-				if peek {
-					return Result{Allowed: true, Limit: req.lim, Degraded: true}
-				}
-				r := l.policy.acquire(req.key, req.holder, req.lim, at, b)
-				if r.Allowed {
-					d.Leases[req.check].local = true
-					local |= 1 << req.check
-				}
-				return r
+			r := b.byPolicy(req, breakers[k], at, pass == 0 || b.denied)
+			if req.kind == callAcquire && !r.Allowed {
+				b.dec.Leases[req.check] = Lease{}
 			}
-			return l.policy.decide([]string{req.key}, []Limit{req.lim}, req.cost, req.peek || peek, at, b)
+			b.dec.Results[req.check], b.dec.asked = r, b.dec.asked|1<<req.check
+			b.denied = b.denied || !r.Allowed && !b.checks[req.check].Shadow
 		}
-		first := 0
-		if len(degraded) == 1 {
-			first = 1 // one check: its own decision is all there is to ask
+		if b.denied {
+			return
 		}
-		for pass := first; pass < 3 && len(degraded) > 0; pass++ {
-			// 0: peek every check; 1: take the slots; 2: charge the rates.
-			for k, i := range degraded {
-				req := &reqs[i]
-				if pass == 1 && req.kind != callAcquire || pass == 2 && req.kind == callAcquire {
+	}
+}
+
+// unanswered lists the requests Redis did not decide and the breakers of
+// their nodes, recording each failure's cause.
+func (b *batch) unanswered(ctx context.Context, idx []int, breakers []*breaker) ([]int, []*breaker) {
+	for gi := range b.groups {
+		g := &b.groups[gi]
+		for i := g.lo; i < g.hi; i++ {
+			cause := g.err
+			if g.o == outcomeOK {
+				if o, _ := outcomeOf(b.reqs[i].err); o != outcomeUnavailable {
 					continue
 				}
-				r := decideLocal(req, breakers[k], pass == 0 || denied)
-				if req.kind == callAcquire && !r.Allowed {
-					d.Leases[req.check] = Lease{}
-				}
-				d.Results[req.check], d.asked = r, d.asked|1<<req.check
-				denied = denied || !r.Allowed && !checks[req.check].Shadow
+				cause = b.reqs[i].err
 			}
-			if denied {
-				break
-			}
+			b.reqs[i].err = cause
+			idx, breakers = append(idx, i), append(breakers, g.n.breaker)
+			b.l.metrics.failure(ctx, b.reqs[i].lim, cause)
 		}
 	}
+	return idx, breakers
+}
 
-	d.Allowed = !denied && failed == nil
-	if !d.Allowed {
-		l.refund(ctx, d, checks, reqs, groups, charged, local)
+// byPolicy is the failure policy's answer to req; with peek it takes
+// nothing.
+func (b *batch) byPolicy(req *request, br *breaker, at time.Time, peek bool) Result {
+	p := b.l.policy
+	if req.kind != callAcquire {
+		return p.decide([]string{req.key}, []Limit{req.lim}, req.cost, req.peek || peek, at, br)
 	}
-	l.record(ctx, d, d.asked, start)
-	return failed
+	if peek {
+		return Result{Allowed: true, Limit: req.lim, Degraded: true}
+	}
+	r := p.acquire(req.key, req.holder, req.lim, at, br)
+	if r.Allowed {
+		b.dec.Leases[req.check].local = true
+		b.local |= 1 << req.check
+	}
+	return r
 }
 
 // cmpErr keeps the first error.
@@ -406,30 +574,48 @@ func (l *Limiter) record(ctx context.Context, d *Decision, asked uint64, start t
 // refund gives back the charges of a denied batch: in Redis one refund
 // script per identity and one release per slot taken, all in one round
 // trip per node; local slots are released at once.
-func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs []request, groups []group, charged, local uint64) {
+func (l *Limiter) refund(ctx context.Context, b *batch) {
+	d := &b.dec
 	for i := range d.Leases {
-		if local&(1<<i) != 0 {
+		if b.local&(1<<i) != 0 {
 			l.policy.release(d.Leases[i].key, d.Leases[i].ID)
 		}
 		d.Leases[i] = Lease{}
 	}
-	if charged == 0 {
+	if b.charged == 0 {
 		return
 	}
 	var obuf [4]request
-	out := obuf[:0]
 	var nbuf [4]*node
-	nodes := nbuf[:0]
-	for gi := range groups {
-		g := &groups[gi]
+	out, nodes := b.refunds(obuf[:0], nbuf[:0])
+	now := l.nowArg()
+	for i := range out {
+		if out[i].kind == callRefund {
+			out[i].call, out[i].decode = refundCall(&out[i], now)
+		}
+	}
+	var gbuf [2]group
+	gs := byNode(out, nodes, gbuf[:0])
+	l.flyGroups(ctx, time.Now(), out, gs, now, false)
+	for gi := range gs {
+		l.refunded(ctx, &gs[gi], out)
+	}
+}
+
+// refunds lists the requests that give back b's charges, and their nodes:
+// a release per slot taken, one refund per identity for its rate charges;
+// each check's Result is set to what it has with its charge given back.
+func (b *batch) refunds(out []request, nodes []*node) ([]request, []*node) {
+	for gi := range b.groups {
+		g := &b.groups[gi]
 		for i := g.lo; i < g.hi; i++ {
-			req := &reqs[i]
-			if charged&(1<<req.check) == 0 {
+			req := &b.reqs[i]
+			if b.charged&(1<<req.check) == 0 {
 				continue
 			}
-			r := &d.Results[req.check]
+			r := &b.dec.Results[req.check]
 			if req.kind == callAcquire {
-				out = append(out, releaseRequest(req.key, req.holder, req.lim, l.nowArg()))
+				out = append(out, releaseRequest(req.key, req.holder, req.lim, b.l.nowArg()))
 				nodes = append(nodes, g.n)
 				r.Remaining = min(r.Remaining+1, req.lim.Rate)
 				if r.Remaining == req.lim.Rate {
@@ -439,11 +625,11 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 			}
 			r.Remaining = min(r.Remaining+req.cost, capacity(req.lim))
 			r.ResetAfter = resetAfterRefund(r.ResetAfter, req.lim, req.cost, r.Remaining)
-			l.denials.forget(req.key) // a denial cached for this key may no longer hold
+			b.l.denials.forget(req.key) // a denial cached for this key may no longer hold
 			// One refund per identity: the charges of later requests
 			// on the same identity join the first's.
 			j := 0
-			for j < len(out) && (out[j].kind != callRefund || checks[out[j].check].Identity != checks[req.check].Identity) {
+			for j < len(out) && (out[j].kind != callRefund || b.checks[out[j].check].Identity != b.checks[req.check].Identity) {
 				j++
 			}
 			if j == len(out) {
@@ -456,37 +642,26 @@ func (l *Limiter) refund(ctx context.Context, d *Decision, checks []Check, reqs 
 			o.charges = append(o.charges, req.cost, req.d.resetAfter)
 		}
 	}
-	now := l.nowArg()
-	for i := range out {
-		if out[i].kind == callRefund {
-			out[i].call, out[i].decode = refundCall(&out[i], now)
-		}
-	}
-	var gbuf [2]group
-	start := time.Now()
-	gs := byNode(out, nodes, gbuf[:0])
-	l.flyGroups(ctx, start, out, gs, now, false)
-	for gi := range gs {
-		g := &gs[gi]
+	return out, nodes
+}
+
+// refunded records how the refunds of g fared; a release that did not get
+// through is retried in the background.
+func (l *Limiter) refunded(ctx context.Context, g *group, out []request) {
+	for i := g.lo; i < g.hi; i++ {
+		err := out[i].err
 		if g.o != outcomeOK {
-			for i := g.lo; i < g.hi; i++ {
-				if g.o == outcomeCaller {
-					continue // the flight goes on without the caller
-				}
-				l.metrics.failure(ctx, out[i].lim, g.err)
-				if out[i].kind == callRelease && g.o == outcomeUnavailable {
-					l.giveBack(out[i].key, out[i].holder, out[i].lim)
-				}
+			if g.o == outcomeCaller {
+				continue // the flight goes on without the caller
 			}
+			err = g.err
+		}
+		if err == nil {
 			continue
 		}
-		for i := g.lo; i < g.hi; i++ {
-			if err := out[i].err; err != nil {
-				if out[i].kind == callRelease {
-					l.giveBack(out[i].key, out[i].holder, out[i].lim)
-				}
-				l.metrics.failure(ctx, out[i].lim, err)
-			}
+		l.metrics.failure(ctx, out[i].lim, err)
+		if out[i].kind == callRelease && (g.o == outcomeOK || g.o == outcomeUnavailable) {
+			l.giveBack(out[i].key, out[i].holder, out[i].lim)
 		}
 	}
 }

@@ -93,7 +93,7 @@ func TestOneStatePerLimit(t *testing.T) {
 			} else {
 				a, b = Must(SlidingWindow(1, time.Hour)), Must(SlidingWindow(5, time.Hour))
 			}
-			if r, err := l.AllowAll(ctx, "u", 1, a, b); err != nil || !r.Allowed {
+			if r, err := l.AllowAll(ctx, "u", []Limit{a, b}, 1); err != nil || !r.Allowed {
 				t.Fatalf("AllowAll(a, b): %+v, %v", r, err)
 			}
 			if !m.Exists(l.Key("u", a)) || !m.Exists(l.Key("u", b)) {
@@ -102,7 +102,7 @@ func TestOneStatePerLimit(t *testing.T) {
 			if n := len(m.Keys()); n != 2 {
 				t.Fatalf("%d keys after AllowAll of two limits, want 2: %v", n, m.Keys())
 			}
-			if r, err := l.AllowAll(ctx, "u", 1, b, a); err != nil || r.Allowed || r.Limit.Name != a.Name {
+			if r, err := l.AllowAll(ctx, "u", []Limit{b, a}, 1); err != nil || r.Allowed || r.Limit.Name != a.Name {
 				t.Fatalf("AllowAll(b, a) after a was spent: %+v, %v; want denied by a", r, err)
 			}
 			if r, err := l.Allow(ctx, "u", a); err != nil || r.Allowed {
@@ -118,7 +118,7 @@ func TestOneStatePerLimit(t *testing.T) {
 			if err := l.Reset(ctx, "u", a); err != nil {
 				t.Fatal(err)
 			}
-			if r, err := l.AllowAll(ctx, "u", 1, b, a); err != nil || !r.Allowed {
+			if r, err := l.AllowAll(ctx, "u", []Limit{b, a}, 1); err != nil || !r.Allowed {
 				t.Fatalf("AllowAll(b, a) after Reset(a): %+v, %v", r, err)
 			}
 		})
@@ -134,7 +134,7 @@ func TestFailLocalAllOrNothing(t *testing.T) {
 	if r, _ := l.Allow(ctx, "u", b); !r.Allowed || !r.Degraded {
 		t.Fatalf("Allow(b) from the local quota: %+v", r)
 	}
-	if r, _ := l.AllowAll(ctx, "u", 1, a, b); r.Allowed || !r.Degraded || r.Limit.Name != "b" || r.RetryAfter <= 0 {
+	if r, _ := l.AllowAll(ctx, "u", []Limit{a, b}, 1); r.Allowed || !r.Degraded || r.Limit.Name != "b" || r.RetryAfter <= 0 {
 		t.Fatalf("AllowAll(a, b) with b spent: %+v; want denied by b", r)
 	}
 	if r, _ := l.Allow(ctx, "u", a); !r.Allowed {

@@ -15,8 +15,8 @@ import (
 // is allowed with Remaining 0. It is how a limiter survives a hot abusive
 // identity, also behind several policies: an enforced check it denies
 // denies the whole batch with no round trip. Only single-limit denials of
-// cost 1 are cached, and only costs 0 and 1 answered; other costs and
-// AllowAll always ask Redis. A refund (a denied batch giving back its
+// cost 1 are cached, and only costs 0 and 1 answered; other costs always
+// ask Redis. A refund (a denied batch giving back its
 // charges) drops this Limiter's entries of the keys it refunds; another
 // replica's Reset or refund is not seen until the cached denial runs out
 // (it can only deny longer, never admit more).

@@ -16,8 +16,8 @@
 // transport/goredis has the one of a go-redis client.
 //
 // Each limit has one state per identity, a Redis key named by the limit
-// (Limiter.Key): Allow, AllowN, Peek, AllowAll and AllowAllInto (several
-// limits of one identity at once, all-or-nothing), Reset and
+// (Limiter.Key): Allow, AllowN, Peek, AllowAll (several limits of one
+// identity at once, all-or-nothing), Decide, Reset and
 // Acquire/Release/Extend for concurrency limits all address that same
 // state.
 //

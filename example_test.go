@@ -180,7 +180,7 @@ func ExampleLimiter_AllowAll() {
 	perSecond := sluice.Must(sluice.GCRA(3, time.Second, 3)).Named("per-second")
 	perHour := sluice.Must(sluice.GCRA(5, time.Hour, 5)).Named("per-hour")
 	for i := 0; i < 4; i++ {
-		r, _ := limiter.AllowAll(ctx, "user-7", 1, perSecond, perHour)
+		r, _ := limiter.AllowAll(ctx, "user-7", []sluice.Limit{perSecond, perHour}, 1)
 		fmt.Printf("allowed=%v remaining=%d binding=%s\n", r.Allowed, r.Remaining, r.Limit.Name)
 	}
 	// Output:
@@ -208,29 +208,32 @@ func ExampleOpenClient() {
 	// unreachable: true allowed: true by the failure policy: true
 }
 
-func ExampleLimiter_AllowAllInto() {
+func ExampleDecision_Binding() {
 	limiter, _, done := exampleLimiter()
 	defer done()
 	ctx := context.Background()
 
-	// The same two limits, with each one's own Result from the same
-	// script: what a RateLimit header per limit needs.
+	// The same two limits as one batch: each one's own Result from the
+	// same script (what a RateLimit header per limit needs), and the
+	// binding one, as AllowAll reports it.
 	perSecond := sluice.Must(sluice.GCRA(3, time.Second, 3)).Named("per-second")
 	perHour := sluice.Must(sluice.GCRA(5, time.Hour, 5)).Named("per-hour")
-	results := make([]sluice.Result, 2)
+	var d sluice.Decision
 	for i := 0; i < 4; i++ {
-		r, _ := limiter.AllowAllInto(ctx, results, "user-8", 1, perSecond, perHour)
-		fmt.Printf("allowed=%v", r.Allowed)
-		for _, each := range results {
+		_ = limiter.DecideInto(ctx, &d,
+			sluice.Check{Identity: "user-8", Limit: perSecond, Cost: 1},
+			sluice.Check{Identity: "user-8", Limit: perHour, Cost: 1})
+		fmt.Printf("allowed=%v binding=%s", d.Allowed, d.Binding().Limit.Name)
+		for _, each := range d.Results {
 			fmt.Printf(" %s: remaining=%d allowed=%v", each.Limit.Name, each.Remaining, each.Allowed)
 		}
 		fmt.Println()
 	}
 	// Output:
-	// allowed=true per-second: remaining=2 allowed=true per-hour: remaining=4 allowed=true
-	// allowed=true per-second: remaining=1 allowed=true per-hour: remaining=3 allowed=true
-	// allowed=true per-second: remaining=0 allowed=true per-hour: remaining=2 allowed=true
-	// allowed=false per-second: remaining=0 allowed=false per-hour: remaining=2 allowed=true
+	// allowed=true binding=per-second per-second: remaining=2 allowed=true per-hour: remaining=4 allowed=true
+	// allowed=true binding=per-second per-second: remaining=1 allowed=true per-hour: remaining=3 allowed=true
+	// allowed=true binding=per-second per-second: remaining=0 allowed=true per-hour: remaining=2 allowed=true
+	// allowed=false binding=per-second per-second: remaining=0 allowed=false per-hour: remaining=2 allowed=true
 }
 
 func ExampleLimiter_Decide() {

@@ -1016,7 +1016,7 @@ func TestFaultMigrateAllowAll(t *testing.T) {
 	tl := newTally(len(ids))
 	for i, id := range ids {
 		start := time.Now()
-		r, err := l.AllowAll(context.Background(), id, 1, perSec, perHour)
+		r, err := l.AllowAll(context.Background(), id, []Limit{perSec, perHour}, 1)
 		tl.note(i, r, err, time.Since(start))
 		if err != nil || !r.Allowed || r.Degraded {
 			t.Fatalf("first call of %s: %+v, %v", id, r, err)
@@ -1037,7 +1037,7 @@ func TestFaultMigrateAllowAll(t *testing.T) {
 	stop := startLoad(loadWorkers, 0, func(w, n int) {
 		i := (w + n) % len(ids)
 		start := time.Now()
-		res, err := l.AllowAll(context.Background(), ids[i], 1, perSec, perHour)
+		res, err := l.AllowAll(context.Background(), ids[i], []Limit{perSec, perHour}, 1)
 		tl.note(i, res, err, time.Since(start))
 	})
 	defer stop()

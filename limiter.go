@@ -148,79 +148,48 @@ func (l *Limiter) rate(ctx context.Context, c Check) (Result, error) {
 	return res, err
 }
 
-// AllowAll checks several limits of one identity (say 10 per second and
-// 1000 per hour) in one atomic script: the cost is charged to every limit
-// if all admit it, and to none otherwise, under the failure policy too.
-// Each limit keeps the one state Allow and Peek use (Key), so the order of
-// the limits does not matter and AllowAll(a, b), AllowAll(b, a) and
-// Allow(a) spend the same quota of a. Every limit must use AlgGCRA, or
-// every limit AlgSlidingWindow; at most 16, with distinct names. The
-// Result's Limit is the binding one: the limit that denied with the longest
-// wait, or the one with the least remaining.
-func (l *Limiter) AllowAll(ctx context.Context, identity string, cost int64, limits ...Limit) (Result, error) {
-	return l.allowAll(ctx, nil, identity, cost, limits)
-}
-
-// AllowAllInto is AllowAll reporting every limit too: results[i] is
-// limits[i]'s own Result for this call, in the same script and round
-// trip. Each says whether that limit admits the cost (RetryAfter its own
-// wait), and its Remaining and ResetAfter as the call left it: charged
-// when the call was admitted, untouched when any limit denied. results
-// must hold at least len(limits) Results. When the failure policy
-// decides, each is the policy's answer for that limit alone (Degraded).
-func (l *Limiter) AllowAllInto(ctx context.Context, results []Result, identity string, cost int64, limits ...Limit) (Result, error) {
-	if len(results) < len(limits) {
-		return Result{}, fmt.Errorf("%w: AllowAllInto: %d results for %d limits", ErrInvalidLimit, len(results), len(limits))
+// AllowAll decides cost against several limits of one identity (say 10
+// per second and 1000 per hour), all or nothing: the cost is charged to
+// every limit if all admit it, and to none otherwise, under the failure
+// policy too. It is Decide with one check per limit, answered as one
+// Result (Decision.Binding): its Limit is the binding one, the limit that
+// denied with the longest wait, or the one with the least remaining. Each
+// limit keeps the one state Allow and Peek use (Key), so AllowAll(a, b),
+// AllowAll(b, a) and Allow(a) spend the same quota of a. Limits of one
+// algorithm with a multi-limit script (all gcra, or all sliding_window)
+// are decided in one atomic script call; others are charged and, when one
+// denies, refunded exactly as Decide does. Up to MaxChecks rate limits,
+// with distinct names; DecideInto reports every limit's own Result.
+func (l *Limiter) AllowAll(ctx context.Context, identity string, limits []Limit, cost int64) (Result, error) {
+	if len(limits) == 0 || len(limits) > MaxChecks {
+		return Result{}, fmt.Errorf("%w: AllowAll takes 1 to %d limits, got %d", ErrInvalidLimit, MaxChecks, len(limits))
 	}
-	return l.allowAll(ctx, results[:len(limits)], identity, cost, limits)
-}
-
-func (l *Limiter) allowAll(ctx context.Context, results []Result, identity string, cost int64, limits []Limit) (Result, error) {
-	if len(limits) == 0 || len(limits) > 16 {
-		return Result{}, fmt.Errorf("%w: AllowAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(limits))
-	}
-	if err := checkCost(cost); err != nil {
-		return Result{}, err
-	}
-	alg := limits[0].Algorithm
 	for i, lim := range limits {
-		if err := lim.Validate(); err != nil {
-			return Result{}, err
-		}
-		if lim.Algorithm != alg || (alg != AlgGCRA && alg != AlgSlidingWindow) {
-			return Result{}, fmt.Errorf("%w: AllowAll needs all limits to be gcra or all sliding_window, got %s and %s", ErrInvalidLimit, alg, lim.Algorithm)
+		if lim.Algorithm == AlgConcurrency {
+			return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire or Decide", ErrInvalidLimit, lim.Name)
 		}
 		if slices.ContainsFunc(limits[:i], func(o Limit) bool { return o.Name == lim.Name }) {
 			return Result{}, fmt.Errorf("%w: AllowAll: limit name %q given twice", ErrInvalidLimit, lim.Name)
 		}
-	}
-	keys := make([]string, len(limits))
-	for i, lim := range limits {
-		keys[i] = l.Key(identity, lim)
-	}
-	req := request{kind: callRate, lim: limits[0], key: keys[0], multi: limits, keys: keys, cost: cost}
-	if results == nil {
-		return l.run(ctx, &req)
-	}
-	req.each = make([]int64, 3*len(limits))
-	res, err := l.run(ctx, &req)
-	if err != nil {
-		return res, err
-	}
-	b := l.router.nodeFor(keys[0]).breaker
-	for i, lim := range limits {
-		switch {
-		case !res.Degraded:
-			each := req.each[3*i : 3*i+3]
-			results[i] = decision{each[1] == 0, each[0], each[1], each[2], 0}.result(lim)
-		case res.Allowed:
-			// Charged: a report of what is left.
-			results[i] = l.policy.decide(keys[i:i+1], limits[i:i+1], 0, false, l.now(), b)
-		default:
-			// Nothing charged: what this limit alone would decide.
-			results[i] = l.policy.decide(keys[i:i+1], limits[i:i+1], cost, true, l.now(), b)
+		if err := lim.Validate(); err != nil {
+			return Result{}, err
 		}
-		results[i].Limit = lim
+	}
+	if err := checkCost(cost); err != nil {
+		return Result{}, err
+	}
+	b := newBatch(l, nil, nil, nil)
+	for _, lim := range limits {
+		b.checks = append(b.checks, Check{Identity: identity, Limit: lim, Cost: cost})
+	}
+	n := len(limits)
+	b.dec.Results, b.dec.Leases = grow(b.resBuf[:0], n), grow(b.leaseBuf[:0], n)
+	b.dec.enforced = 1<<n - 1
+	err := b.decide(ctx)
+	res := b.dec.Binding()
+	b.free()
+	if err != nil {
+		return Result{}, err
 	}
 	return res, nil
 }

@@ -262,21 +262,21 @@ func TestLimiterOnMiniredis(t *testing.T) {
 		}
 	})
 	t.Run("allow all", func(t *testing.T) {
-		if _, err := l.AllowAll(ctx, "m", 1, Must(GCRA(1, time.Second, 1)), Must(SlidingWindow(1, time.Second))); !errors.Is(err, ErrInvalidLimit) {
-			t.Fatalf("mixed algorithms: %v", err)
+		if _, err := l.AllowAll(ctx, "m", []Limit{Must(GCRA(1, time.Second, 1)), Must(Concurrency(1, time.Second))}, 1); !errors.Is(err, ErrInvalidLimit) {
+			t.Fatalf("a concurrency limit: %v", err)
 		}
-		if _, err := l.AllowAll(ctx, "m", 1); !errors.Is(err, ErrInvalidLimit) {
+		if _, err := l.AllowAll(ctx, "m", nil, 1); !errors.Is(err, ErrInvalidLimit) {
 			t.Fatalf("no limits: %v", err)
 		}
 		same := Must(GCRA(1, time.Second, 1))
-		if _, err := l.AllowAll(ctx, "m", 1, same, same); !errors.Is(err, ErrInvalidLimit) {
+		if _, err := l.AllowAll(ctx, "m", []Limit{same, same}, 1); !errors.Is(err, ErrInvalidLimit) {
 			t.Fatalf("repeated limit: %v", err)
 		}
 		sec := Must(SlidingWindow(3, time.Second)).Named("sec")
 		min := Must(SlidingWindow(4, time.Minute)).Named("min")
 		var allowed int
 		for i := 0; i < 10; i++ {
-			r, err := l.AllowAll(ctx, "m", 1, sec, min)
+			r, err := l.AllowAll(ctx, "m", []Limit{sec, min}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,7 +468,7 @@ func TestLimiterOnRealRedisAndCluster(t *testing.T) {
 						t.Fatalf("identity %d request %d: %+v, %v", i, j, r, err)
 					}
 				}
-				r, err := l.AllowAll(ctx, id, 1, Must(GCRA(2, time.Second, 2)), Must(GCRA(10, time.Hour, 10)))
+				r, err := l.AllowAll(ctx, id, []Limit{Must(GCRA(2, time.Second, 2)), Must(GCRA(10, time.Hour, 10))}, 1)
 				if err != nil || r.Degraded || !r.Allowed {
 					t.Fatalf("AllowAll identity %d: %+v, %v", i, r, err)
 				}
@@ -545,7 +545,7 @@ func TestOneEvalshaPerDecision(t *testing.T) {
 		{"sliding window", func() { l.AllowN(ctx, "u", Must(SlidingWindow(5, time.Second)), 2) }},
 		{"token bucket", func() { l.Peek(ctx, "u", Must(TokenBucket(5, time.Second, 5))) }},
 		{"gcra", func() { l.Allow(ctx, "u", Must(GCRA(5, time.Second, 5))) }},
-		{"allow all", func() { l.AllowAll(ctx, "u", 1, Must(GCRA(5, time.Second, 5)), Must(GCRA(50, time.Hour, 50))) }},
+		{"allow all", func() { l.AllowAll(ctx, "u", []Limit{Must(GCRA(5, time.Second, 5)), Must(GCRA(50, time.Hour, 50))}, 1) }},
 		{"acquire", func() { lease, _, _ = l.Acquire(ctx, "u", conc) }},
 		{"release", func() { l.Release(ctx, lease) }},
 	}

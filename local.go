@@ -161,10 +161,10 @@ func (f *localFallback) decide(keys []string, lims []Limit, cost int64, peek boo
 // that is at most maxWait from now (Reserve and Wait under FailLocal);
 // false and the wait it would need otherwise (RetryNever when cost exceeds
 // this replica's burst).
-func (f *localFallback) reserve(key string, lim Limit, cost int64, maxWait time.Duration, now time.Time) (bool, time.Duration) {
+func (f *localFallback) reserve(key string, lim Limit, cost int64, maxWait time.Duration, now time.Time, _ *breaker) (ok bool, delay time.Duration, closed bool) {
 	interval, tolerance, burst := f.gcraOf(lim)
 	if cost > burst {
-		return false, RetryNever
+		return false, RetryNever, false
 	}
 	h, s := f.hash(key)
 	s.mu.Lock()
@@ -175,10 +175,10 @@ func (f *localFallback) reserve(key string, lim Limit, cost int64, maxWait time.
 	}
 	wait := max(ceilMicros(tat.Add(interval*time.Duration(cost)).Sub(now)-tolerance), 0)
 	if wait > maxWait {
-		return false, wait
+		return false, wait, false
 	}
 	s.put(h, tat.Add(interval*time.Duration(cost)).UnixNano(), now.UnixNano(), f.perShard)
-	return true, wait
+	return true, wait, false
 }
 
 // unreserve gives back a local reservation of cost that conforms at at

@@ -196,7 +196,7 @@ func TestMemoryPerIdentity(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			before := allKeys(t)
 			for range 20 {
-				r, err := l.AllowAll(ctx, identity, 1, c.limits...)
+				r, err := l.AllowAll(ctx, identity, c.limits, 1)
 				if err != nil || r.Degraded {
 					t.Fatalf("%+v, %v", r, err)
 				}

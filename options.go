@@ -215,8 +215,8 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 // 1 for that identity and limit are denied from memory, without a round
 // trip, until d has passed, and requests of cost 0 (reports) are answered
 // from memory with Remaining 0: exactly what Redis would answer, since a
-// limit that denies a cost of 1 can admit nothing until then. Other costs,
-// AllowAll and concurrency limits always ask Redis. A Reset on this
+// limit that denies a cost of 1 can admit nothing until then. Other costs
+// and concurrency limits always ask Redis. A Reset on this
 // Limiter clears its entry; a Reset made by another replica is seen when
 // the cached denial runs out. Memory: about 200 bytes per entry.
 func WithDenialCache(size int) Option {

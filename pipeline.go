@@ -24,14 +24,14 @@ type request struct {
 	// breaker lets the request through (build).
 	call   luart.Call
 	decode decoder
-	// lim and key are the limit decided and its key; for AllowAll, multi
-	// and keys hold every limit in call order (a decision's limiting
-	// position, 1-based, picks the binding one) and lim is the first.
+	// lim and key are the limit decided and its key; for a folded call
+	// (and a refund or a ReserveAll), multi and keys hold every limit in
+	// call order and lim is the first.
 	lim    Limit
 	key    string
 	multi  []Limit
 	keys   []string
-	each   []int64 // AllowAllInto: every limit's remaining, retry_after and reset_after, filled by the decoder
+	each   []int64 // a folded call: every limit's remaining, retry_after and reset_after, filled by the decoder
 	cost   int64
 	peek   bool
 	shadow bool   // Decide: a Shadow check, never folded with others (its denial must not stop their charges)
@@ -54,7 +54,7 @@ type request struct {
 type decoder = func(luart.Reply) (decision, error)
 
 // build sets the script call and decoder of a rate request: one limit, or
-// AllowAll's (multi).
+// a folded call's (multi).
 func (r *request) build(now *int64) {
 	if r.multi != nil {
 		if r.folded && r.each == nil {
@@ -67,7 +67,8 @@ func (r *request) build(now *int64) {
 	r.call, r.decode = a.call(r.key, r.lim, r.cost, now, r.peek), a.decode
 }
 
-// callKind says what a request is, and so how the pipeline treats it.
+// callKind says what a request is, and so how the pipeline treats it
+// (decides, undoes).
 type callKind int
 
 const (
@@ -75,20 +76,33 @@ const (
 	callAcquire                 // a concurrency check (Acquire): likewise, with a local or no lease
 	callReserve                 // Reserve, Wait: likewise, with a local reservation or none
 	callRenew                   // Extend: never refused by the breaker; no fallback
-	callRelease                 // Release: never refused by the breaker; no fallback; not a decision; sent even for a caller who has given up
+	callRelease                 // Release: never refused by the breaker; no fallback; sent even for a caller who has given up
 	callRefund                  // a denied batch's refund: like a release
 	callCancel                  // a reservation's Cancel: like a release
-	callReset                   // Reset: DEL of its keys; never refused by the breaker; not a decision
+	callReset                   // Reset: DEL of its keys; never refused by the breaker
 )
 
-// bypass reports calls the breaker never refuses (lease renewal and
-// release, refunds, Reset): refusing them would leave a slot taken for its
-// whole lease, or a quota spent that the caller meant to give back.
-func (r *request) bypass() bool { return r.kind >= callRenew }
+// decides reports calls that are decisions: the breaker may refuse them,
+// and the failure policy decides them when Redis cannot. The others (lease
+// renewal and release, refunds, cancels, Reset) are never refused by the
+// breaker: refusing them would leave a slot taken for its whole lease, or
+// a quota spent that the caller meant to give back.
+func (r *request) decides() bool {
+	switch r.kind {
+	case callRate, callAcquire, callReserve:
+		return true
+	}
+	return false
+}
 
-// giveUpNever reports calls sent even for a caller who has given up.
-func (r *request) giveUpNever() bool {
-	return r.kind == callRelease || r.kind == callRefund || r.kind == callCancel
+// undoes reports calls that give back what an earlier call took (a slot,
+// a charge, a booking): they are sent even for a caller who has given up.
+func (r *request) undoes() bool {
+	switch r.kind {
+	case callRelease, callRefund, callCancel:
+		return true
+	}
+	return false
 }
 
 // outcome says how a call ended, and so what the pipeline does next.
@@ -131,40 +145,51 @@ func callerErr(ctx context.Context) error {
 	}
 }
 
-// run sends one request that is not a rate or concurrency check (Extend,
-// Release, Reset, AllowAll) through the pipeline: breaker → flight,
-// outliving a caller who gives up → classify → failure policy → metrics.
-// Checks go through Decide, on the same flights.
+// run sends one request that is not a decision (Extend, Release, Reset, a
+// reservation's Cancel) on its own: breaker (Extend only) → flight,
+// outliving a caller who gives up → classify → metrics. When Redis cannot
+// answer, the error says why: there is nothing for the failure policy to
+// decide. Decisions go through Decide, or for Reserve through reserve, on
+// the same flights.
 func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 	start := time.Now()
-	n := l.router.nodeFor(req.key)
+	_, cause, err := l.one(ctx, req)
+	switch {
+	case err != nil:
+		return Result{}, err
+	case cause != nil:
+		return Result{}, cause
+	}
+	res := req.d.result(req.lim)
+	if req.kind == callRenew {
+		l.metrics.decision(ctx, res, start)
+	}
+	return res, nil
+}
+
+// one sends req in a flight of its own and classifies how it ended, the
+// one place that does for every call outside a batch: err is the caller's
+// error (its context, ErrClosed, a refused argument, a key of another
+// type); otherwise Redis answered (req.d) when cause is nil, and when it
+// is not, Redis could not (cause, recorded as a failure) and n is the node
+// that could not.
+func (l *Limiter) one(ctx context.Context, req *request) (n *node, cause, err error) {
+	start := time.Now()
+	n = l.router.nodeFor(req.key)
 	one := [1]request{*req}
 	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
 	*req = one[0]
 	if o == outcomeOK {
 		o, err = outcomeOf(req.err)
 	}
-	var res Result
 	switch o {
 	case outcomeOK:
-		bind := req.lim
-		if p := int(req.d.limiting); p >= 1 && p <= len(req.multi) {
-			bind = req.multi[p-1]
-		}
-		res = req.d.result(bind)
-	case outcomeCaller, outcomeClosed, outcomeRefused, outcomeWrongType:
-		return Result{}, outcomeError(o, req, err)
+		return n, nil, nil
 	case outcomeUnavailable:
 		l.metrics.failure(ctx, req.lim, err)
-		if req.bypass() {
-			return Result{}, err
-		}
-		res = l.policy.decide(req.keys, req.multi, req.cost, req.peek, l.now(), n.breaker)
+		return n, err, nil
 	}
-	if req.kind <= callRenew {
-		l.metrics.decision(ctx, res, start)
-	}
-	return res, nil
+	return n, nil, outcomeError(o, req, err)
 }
 
 // outcomeError is the error a caller gets for a request that ended in o:
@@ -318,7 +343,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 		return nil, outcomeClosed, ErrClosed
 	}
 	first := &reqs[0]
-	if err := ctx.Err(); err != nil && !first.giveUpNever() {
+	if err := ctx.Err(); err != nil && !first.undoes() {
 		return nil, outcomeCaller, callerErr(ctx) // nothing sent, nothing charged
 	}
 	// The silence signal is taken before the breaker is asked: a node
@@ -326,7 +351,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 	// signal's waiters, so a call let through waits on a signal that the
 	// next silence still wakes.
 	quiet := *n.quiet.Load()
-	if !first.bypass() {
+	if first.decides() {
 		if ok, probe := n.breaker.allow(); !ok {
 			if probe {
 				l.probe(n)
@@ -581,13 +606,8 @@ func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
 			l.metrics.lateCharge(req.lim)
 		}
 	case callReserve:
-		// (A ReserveAll's bookings, keys set, stay: their states are not at
-		// hand here. Unused, they only ever admit less.)
-		if cl == classOK && req.d.allowed && req.keys == nil {
-			// Nobody will wait for it: cancel it, as the caller would.
-			r := &Reservation{OK: true, Limit: req.lim, l: l, key: req.key, cost: req.cost,
-				tat: req.d.resetAfter, rem: req.d.limiting, actAt: req.d.retryAfter}
-			l.goroutines.start(func() { _ = r.Cancel(l.goroutines.ctx) })
+		if cl == classOK && req.d.allowed {
+			l.cancelLeft(req)
 		}
 	}
 }

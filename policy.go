@@ -15,6 +15,15 @@ type fallback interface {
 	acquire(key, id string, lim Limit, now time.Time, b *breaker) Result
 	// release gives back a slot acquire took.
 	release(key, id string)
+	// reserve books cost of lim on key at the first moment it conforms,
+	// if that is at most maxWait from now: ok, and the delay until then.
+	// Not ok: delay is the wait the cost would need (RetryNever when it
+	// never fits), or with closed, when to ask again, the policy booking
+	// nothing at all.
+	reserve(key string, lim Limit, cost int64, maxWait time.Duration, now time.Time, b *breaker) (ok bool, delay time.Duration, closed bool)
+	// unreserve gives back, as of now, a booking of reserve that conforms
+	// at at.
+	unreserve(key string, lim Limit, cost int64, at, now time.Time)
 	// forget drops key's state (Reset).
 	forget(key string)
 }
@@ -47,8 +56,13 @@ func (failOpen) acquire(_, _ string, lim Limit, _ time.Time, _ *breaker) Result 
 	return Result{Allowed: true, Limit: lim, Remaining: lim.Rate - 1, Degraded: true}
 }
 
-func (failOpen) release(_, _ string) {}
-func (failOpen) forget(string)       {}
+func (failOpen) reserve(string, Limit, int64, time.Duration, time.Time, *breaker) (bool, time.Duration, bool) {
+	return true, 0, false
+}
+
+func (failOpen) release(_, _ string)                                  {}
+func (failOpen) unreserve(string, Limit, int64, time.Time, time.Time) {}
+func (failOpen) forget(string)                                        {}
 
 // failClosed denies everything, until the breaker's next probe.
 type failClosed struct{}
@@ -61,5 +75,10 @@ func (failClosed) acquire(_, _ string, lim Limit, _ time.Time, b *breaker) Resul
 	return Result{Limit: lim, RetryAfter: b.retryAfter(), Degraded: true}
 }
 
-func (failClosed) release(_, _ string) {}
-func (failClosed) forget(string)       {}
+func (failClosed) reserve(_ string, _ Limit, _ int64, _ time.Duration, _ time.Time, b *breaker) (bool, time.Duration, bool) {
+	return false, b.retryAfter(), true
+}
+
+func (failClosed) release(_, _ string)                                  {}
+func (failClosed) unreserve(string, Limit, int64, time.Time, time.Time) {}
+func (failClosed) forget(string)                                        {}

@@ -31,7 +31,7 @@ type Result struct {
 type decision struct {
 	allowed                           bool
 	remaining, retryAfter, resetAfter int64
-	limiting                          int64 // AllowAll: 1-based position of the binding limit
+	limiting                          int64 // a multi-limit call: 1-based position of the binding limit
 }
 
 func (d decision) result(lim Limit) Result {

@@ -116,7 +116,7 @@ func (l *Limiter) retry(f *flight) {
 	s := &sendBuf{batch: []*flight{f}}
 	for delay := time.Millisecond; f.retrying(); delay = min(2*delay, 50*time.Millisecond) {
 		f.node.replied(time.Now())
-		if f.state.Load() != flightWaiting && !f.reqs[0].giveUpNever() {
+		if f.state.Load() != flightWaiting && !f.reqs[0].undoes() {
 			break // nobody waits, and the scripts did not run: nothing to do
 		}
 		l.metrics.retry(f.reqs[0].lim)

@@ -105,7 +105,7 @@ func exerciseLimiter(t *testing.T, l *Limiter, id string) {
 		{Must(GCRA(10, time.Hour, 10)), Must(GCRA(100, 24*time.Hour, 100))},
 		{Must(SlidingWindow(10, time.Hour)), Must(SlidingWindow(100, 24*time.Hour))},
 	} {
-		if r, err := l.AllowAll(ctx, id, 1, pair[0], pair[1]); err != nil || r.Degraded || !r.Allowed {
+		if r, err := l.AllowAll(ctx, id, []Limit{pair[0], pair[1]}, 1); err != nil || r.Degraded || !r.Allowed {
 			t.Fatalf("AllowAll %s, %s: %+v, %v", pair[0].Name, pair[1].Name, r, err)
 		}
 	}

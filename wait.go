@@ -112,9 +112,7 @@ func (r *Reservation) cancel(ctx context.Context, at *time.Time) error {
 		return r.cancelParts(ctx, now, nowArg)
 	}
 	if r.Degraded {
-		if lf, ok := l.policy.(*localFallback); ok {
-			lf.unreserve(r.key, r.Limit, cost, r.at, now)
-		}
+		l.policy.unreserve(r.key, r.Limit, cost, r.at, now)
 		return nil
 	}
 	rv := algorithmOf(r.Limit).reserve
@@ -132,10 +130,8 @@ func (r *Reservation) cancel(ctx context.Context, at *time.Time) error {
 func (r *Reservation) cancelParts(ctx context.Context, now time.Time, nowArg *int64) error {
 	l := r.l
 	if r.Degraded {
-		if lf, ok := l.policy.(*localFallback); ok {
-			for _, p := range r.parts {
-				lf.unreserve(p.key, p.lim, p.cost, r.at, now)
-			}
+		for _, p := range r.parts {
+			l.policy.unreserve(p.key, p.lim, p.cost, r.at, now)
 		}
 		return nil
 	}
@@ -193,11 +189,12 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 		call: rv.call(k, lim, cost, int64(maxWait/time.Microsecond), l.nowArg())}
 	err := l.reserve(ctx, &req, res, func(d decision) {
 		res.tat, res.rem = d.resetAfter, d.limiting
-	}, func(p *localFallback, now time.Time) {
+	}, func(now time.Time, b *breaker) {
 		var delay time.Duration
-		res.OK, delay = p.reserve(k, lim, cost, maxWait, now)
-		res.at = now.Add(delay)
-		if !res.OK {
+		res.OK, delay, res.closed = l.policy.reserve(k, lim, cost, maxWait, now, b)
+		if res.OK {
+			res.at = now.Add(delay)
+		} else {
 			res.need = delay
 		}
 	})
@@ -210,19 +207,18 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 // reserve sends a reservation's request (one script call) and fills res
 // from Redis's answer: OK, when it conforms, or the wait it would need,
 // and through booked what the script wrote. When Redis cannot answer the
-// failure policy decides: FailOpen at once, FailLocal by local, FailClosed
-// nothing.
-func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, booked func(decision), local func(*localFallback, time.Time)) error {
+// failure policy books (byPolicy, given the clock reading and the node's
+// breaker) and res is Degraded.
+func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, booked func(decision), byPolicy func(time.Time, *breaker)) error {
 	start := time.Now()
-	n := l.router.nodeFor(req.key)
-	one := [1]request{*req}
-	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
-	*req = one[0]
-	if o == outcomeOK {
-		o, err = outcomeOf(req.err)
-	}
-	switch o {
-	case outcomeOK:
+	n, cause, err := l.one(ctx, req)
+	switch {
+	case err != nil:
+		return err
+	case cause != nil:
+		res.Degraded = true
+		byPolicy(l.now(), n.breaker)
+	default:
 		d := req.d
 		res.OK = d.allowed
 		switch {
@@ -234,23 +230,22 @@ func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, b
 		default:
 			res.need = micros(d.remaining)
 		}
-	case outcomeCaller, outcomeClosed, outcomeRefused, outcomeWrongType:
-		return outcomeError(o, req, err)
-	case outcomeUnavailable:
-		l.metrics.failure(ctx, req.lim, err)
-		res.Degraded = true
-		now := l.now()
-		switch p := l.policy.(type) {
-		case failOpen:
-			res.OK, res.at = true, now
-		case *localFallback:
-			local(p, now)
-		default:
-			res.closed, res.need = true, n.breaker.retryAfter()
-		}
 	}
 	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: req.lim, Degraded: res.Degraded}, start)
 	return nil
+}
+
+// cancelLeft cancels the booking a reservation request made for a caller
+// who had gone (reconcile): nobody will wait for it.
+func (l *Limiter) cancelLeft(req *request) {
+	if req.keys != nil {
+		// A ReserveAll's bookings stay: their states are not at hand
+		// here. Unused, they only ever admit less.
+		return
+	}
+	r := &Reservation{OK: true, Limit: req.lim, l: l, key: req.key, cost: req.cost,
+		tat: req.d.resetAfter, rem: req.d.limiting, actAt: req.d.retryAfter}
+	l.goroutines.start(func() { _ = r.Cancel(l.goroutines.ctx) })
 }
 
 // ReserveAll reserves on several GCRA limits of one identity at once (say
@@ -310,25 +305,32 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.
 				res.parts[i].rem, _ = strconv.ParseInt(r, 10, 64)
 			}
 		}
-	}, func(p *localFallback, now time.Time) {
-		res.OK, res.at = true, now
-		for i, pt := range res.parts {
-			ok, wait := p.reserve(pt.key, pt.lim, pt.cost, maxWait, now)
-			if !ok {
-				for _, done := range res.parts[:i] {
-					p.unreserve(done.key, done.lim, done.cost, now.Add(done.localWait), now)
-				}
-				res.OK, res.need = false, wait
-				return
-			}
-			res.parts[i].localWait = wait
-			res.at = maxTime(res.at, now.Add(wait))
-		}
+	}, func(now time.Time, b *breaker) {
+		res.bookParts(l.policy, maxWait, now, b)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// bookParts books every part of a ReserveAll reservation with the failure
+// policy, all or nothing: the reservation conforms when the last part
+// does; when one part cannot be booked, those booked are given back.
+func (r *Reservation) bookParts(p fallback, maxWait time.Duration, now time.Time, b *breaker) {
+	r.OK, r.at = true, now
+	for i, pt := range r.parts {
+		ok, wait, closed := p.reserve(pt.key, pt.lim, pt.cost, maxWait, now, b)
+		if !ok {
+			for _, done := range r.parts[:i] {
+				p.unreserve(done.key, done.lim, done.cost, now.Add(done.localWait), now)
+			}
+			r.OK, r.need, r.closed = false, wait, closed
+			return
+		}
+		r.parts[i].localWait = wait
+		r.at = maxTime(r.at, now.Add(wait))
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -225,7 +225,7 @@ func sluiceOne(l *sluice.Limiter, lim sluice.Limit) decide {
 // sluiceAll decides several limits at once with AllowAll.
 func sluiceAll(l *sluice.Limiter, lims ...sluice.Limit) decide {
 	return func(ctx context.Context, id string) (bool, error) {
-		r, err := l.AllowAll(ctx, id, 1, lims...)
+		r, err := l.AllowAll(ctx, id, lims, 1)
 		if err == nil && r.Degraded {
 			err = fmt.Errorf("%w for %q", errDegraded, id)
 		}
