@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
@@ -36,20 +37,25 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 	}
 }
 
+// ErrUnreachable means the one Redis OpenClient was given did not answer
+// the dial. OpenClient returns it (wrapping the dial error) with a client
+// that works: check it with errors.Is, and keep the client.
+var ErrUnreachable = errors.New("sluice: Redis unreachable at start-up")
+
 // OpenClient is rueidis.NewClient(opt) for an application that must start
 // while its Redis is down. When a single Redis (one address, no Sentinel)
 // does not answer the dial, it still returns a client, which dials again
-// on each later call, and reports the dial error as unreachable: a Limiter
-// on it decides by its failure policy until Redis answers, and by Redis
-// from then on. Such a Redis is taken for a standalone one (a node that
-// cannot be reached cannot say it belongs to a cluster). Several
-// addresses are cluster seeds, of which one must answer: otherwise, as for
-// any error but a failed dial (a wrong password, a TLS mismatch), err is
-// set and there is no client.
-func OpenClient(opt rueidis.ClientOption) (client rueidis.Client, unreachable, err error) {
-	client, err = rueidis.NewClient(opt)
+// on each later call, with an error wrapping ErrUnreachable: a Limiter on
+// it decides by its failure policy until Redis answers, and by Redis from
+// then on. Such a Redis is taken for a standalone one (a node that cannot
+// be reached cannot say it belongs to a cluster). Several addresses are
+// cluster seeds, of which one must answer: otherwise, as for any error but
+// a failed dial (a wrong password, a TLS mismatch), the error does not
+// wrap ErrUnreachable and there is no client.
+func OpenClient(opt rueidis.ClientOption) (rueidis.Client, error) {
+	client, err := rueidis.NewClient(opt)
 	if err == nil || !isDialError(err) || len(opt.InitAddress) != 1 || opt.Sentinel.MasterSet != "" {
-		return client, nil, err
+		return client, err
 	}
 	dialErr := err
 	single := opt
@@ -57,16 +63,15 @@ func OpenClient(opt rueidis.ClientOption) (client rueidis.Client, unreachable, e
 	client, err = rueidis.NewClient(single)
 	switch {
 	case client == nil:
-		return nil, nil, dialErr
+		return nil, dialErr
 	case err == nil: // it answers now: a client that can find a cluster
 		client.Close()
-		client, err = rueidis.NewClient(opt)
-		return client, nil, err
+		return rueidis.NewClient(opt)
 	case !isDialError(err):
 		client.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return client, err, nil
+	return client, fmt.Errorf("%w: %w", ErrUnreachable, err)
 }
 
 // isDialError reports a failure to open a connection to Redis (refused,

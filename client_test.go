@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,9 +21,9 @@ func TestOpenClientRedisDown(t *testing.T) {
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	client, unreachable, err := OpenClient(ClientOption(s.Addr))
-	if err != nil || unreachable == nil || client == nil {
-		t.Fatalf("OpenClient with Redis down: client %v, unreachable %v, err %v; want a client and the dial error", client, unreachable, err)
+	client, err := OpenClient(ClientOption(s.Addr))
+	if !errors.Is(err, ErrUnreachable) || client == nil {
+		t.Fatalf("OpenClient with Redis down: client %v, err %v; want a client and ErrUnreachable", client, err)
 	}
 	defer client.Close()
 	l, err := New(client, quiet...)
@@ -49,7 +50,7 @@ func TestOpenClientRedisDown(t *testing.T) {
 	}
 
 	// Cluster seeds: one must answer.
-	if c, u, err := OpenClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:1", "127.0.0.1:2"}, DisableCache: true}); err == nil || c != nil || u != nil {
-		t.Fatalf("two unreachable seeds: client %v, unreachable %v, err %v; want an error", c, u, err)
+	if c, err := OpenClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:1", "127.0.0.1:2"}, DisableCache: true}); err == nil || errors.Is(err, ErrUnreachable) || c != nil {
+		t.Fatalf("two unreachable seeds: client %v, err %v; want an error and no client", c, err)
 	}
 }

@@ -128,7 +128,7 @@ func TestOneStatePerLimit(t *testing.T) {
 // Under FailLocal a denied AllowAll charges none of its limits.
 func TestFailLocalAllOrNothing(t *testing.T) {
 	ctx := context.Background()
-	l, _, _, sc := miniLimiter(t, WithLocalFallback(1), WithBreaker(0, 0))
+	l, _, _, sc := miniLimiter(t, WithReplicas(1), WithBreaker(0, 0))
 	sc.fail.Store(true)
 	a, b := Must(GCRA(1, time.Hour, 1)).Named("a"), Must(GCRA(1, time.Hour, 1)).Named("b")
 	if r, _ := l.Allow(ctx, "u", b); !r.Allowed || !r.Degraded {
@@ -198,7 +198,7 @@ func TestReleaseBypassesBreaker(t *testing.T) {
 // and Extend renews them.
 func TestLocalLeasesExpire(t *testing.T) {
 	ctx := context.Background()
-	l, _, clk, sc := miniLimiter(t, WithLocalFallback(1), WithBreaker(0, 0))
+	l, _, clk, sc := miniLimiter(t, WithReplicas(1), WithBreaker(0, 0))
 	sc.fail.Store(true)
 	lim := Must(Concurrency(1, time.Minute))
 	lease, r, _ := l.Acquire(ctx, "u", lim)

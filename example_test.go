@@ -192,8 +192,9 @@ func ExampleLimiter_AllowAll() {
 
 func ExampleOpenClient() {
 	// Nothing listens on 127.0.0.1:1: the Redis is down at start-up.
-	client, unreachable, err := sluice.OpenClient(sluice.ClientOption("127.0.0.1:1"))
-	if err != nil {
+	client, err := sluice.OpenClient(sluice.ClientOption("127.0.0.1:1"))
+	unreachable := errors.Is(err, sluice.ErrUnreachable)
+	if err != nil && !unreachable {
 		panic(err)
 	}
 	defer client.Close()
@@ -203,7 +204,7 @@ func ExampleOpenClient() {
 	}
 	defer limiter.Close()
 	r, _ := limiter.Allow(context.Background(), "user-1", sluice.Must(sluice.GCRA(10, time.Minute, 10)))
-	fmt.Println("unreachable:", unreachable != nil, "allowed:", r.Allowed, "by the failure policy:", r.Degraded)
+	fmt.Println("unreachable:", unreachable, "allowed:", r.Allowed, "by the failure policy:", r.Degraded)
 	// Output:
 	// unreachable: true allowed: true by the failure policy: true
 }
@@ -404,7 +405,7 @@ func ExampleWithFailurePolicy() {
 	defer client.Close()
 	closed, _ := sluice.New(client, sluice.WithFailurePolicy(sluice.FailClosed), sluice.WithLogger(nil))
 	open, _ := sluice.New(client, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithLogger(nil))
-	local, _ := sluice.New(client, sluice.WithLocalFallback(4), sluice.WithLogger(nil)) // FailLocal is the default, with 1 replica
+	local, _ := sluice.New(client, sluice.WithReplicas(4), sluice.WithLogger(nil)) // FailLocal is the default, with 1 replica
 
 	m.Close() // Redis goes away
 	ctx := context.Background()

@@ -65,6 +65,9 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 			return nil, err
 		}
 	}
+	if len(cfg.localSet) > 0 && cfg.policy != FailLocal {
+		return nil, fmt.Errorf("%w: %s configures FailLocal, but the failure policy is %s", ErrInvalidOption, cfg.localSet[0], cfg.policy)
+	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}

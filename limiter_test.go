@@ -141,10 +141,24 @@ func TestOptionsValidation(t *testing.T) {
 		"prefix with brace": WithPrefix("a{b"),
 		"empty prefix":      WithPrefix(""),
 		"policy":            WithFailurePolicy(FailurePolicy(9)),
-		"replicas":          WithLocalFallback(0),
+		"replicas":          WithReplicas(0),
 		"timeout":           WithTimeout(-time.Second),
 		"breaker":           WithBreaker(3, 0),
 		"clock":             WithClock(nil),
+	}
+	// Options that configure FailLocal only, beside another policy, in
+	// either order: refused, never one silently undoing the other.
+	for _, opts := range [][]Option{
+		{WithFailurePolicy(FailOpen), WithReplicas(3)},
+		{WithReplicas(3), WithFailurePolicy(FailClosed)},
+		{WithLocalFallbackSize(1 << 20), WithFailurePolicy(FailOpen)},
+	} {
+		if _, err := New(c, opts...); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "configures FailLocal") {
+			t.Errorf("a FailLocal option beside another policy: %v, want ErrInvalidOption naming it", err)
+		}
+	}
+	if l, err := New(c, WithReplicas(3), WithFailurePolicy(FailLocal)); err != nil || l.cfg.replicas != 3 {
+		t.Errorf("WithReplicas(3) and FailLocal: %v", err)
 	}
 	for name, opt := range bad {
 		if _, err := New(c, opt); !errors.Is(err, ErrInvalidOption) {
@@ -317,7 +331,7 @@ func TestFailurePolicies(t *testing.T) {
 		{WithFailurePolicy(FailOpen), []bool{true, true, true, true}},
 		{WithFailurePolicy(FailClosed), []bool{false, false, false, false}},
 		// 2 replicas: each admits burst 2/2 = 1 from memory.
-		{WithLocalFallback(2), []bool{true, false, false, false}},
+		{WithReplicas(2), []bool{true, false, false, false}},
 	} {
 		fc := &failingClient{Client: base}
 		var logs bytes.Buffer

@@ -23,7 +23,7 @@ const (
 	FailClosed
 	// FailLocal (the default) decides with an in-process quota: each
 	// replica admits its share (Rate/replicas, at least 1) of every limit;
-	// see WithLocalFallback. Never unlimited, and no outage of the API.
+	// see WithReplicas. Never unlimited, and no outage of the API.
 	FailLocal
 )
 
@@ -68,6 +68,7 @@ type config struct {
 	policy           FailurePolicy
 	replicas         int
 	localEntries     int           // the local fallback's bound, in entries
+	localSet         []string      // the options given that configure FailLocal only
 	timeout          time.Duration // the most a decision waits on a node that answers (0: the caller's context only)
 	silence          time.Duration // calls waiting this long with no reply of any kind: the node is down
 	breakerThreshold int
@@ -113,7 +114,7 @@ func printable(s string) bool {
 
 // WithFailurePolicy chooses what happens when Redis is unavailable
 // (default FailLocal with one replica: each process admits the whole quota
-// of every limit from memory; WithLocalFallback sets the fleet's size).
+// of every limit from memory; WithReplicas sets the fleet's size).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) error {
 		if p < FailOpen || p > FailLocal {
@@ -124,20 +125,23 @@ func WithFailurePolicy(p FailurePolicy) Option {
 	}
 }
 
-// WithLocalFallback selects FailLocal for a fleet of the given number of
-// replicas: while Redis is unavailable each replica admits 1/replicas of
-// every limit from memory.
-func WithLocalFallback(replicas int) Option {
+// WithReplicas sets the number of replicas sharing the limits, the size of
+// FailLocal's share: while Redis is unavailable each replica admits
+// 1/replicas of every limit from memory (default 1). It configures
+// FailLocal only: New refuses it beside another failure policy, whatever
+// the order of the options.
+func WithReplicas(replicas int) Option {
 	return func(c *config) error {
 		if replicas < 1 {
-			return fmt.Errorf("%w: WithLocalFallback(%d): replicas must be at least 1", ErrInvalidOption, replicas)
+			return fmt.Errorf("%w: WithReplicas(%d): replicas must be at least 1", ErrInvalidOption, replicas)
 		}
-		c.policy, c.replicas = FailLocal, replicas
+		c.replicas, c.localSet = replicas, append(c.localSet, "WithReplicas")
 		return nil
 	}
 }
 
-// WithLocalFallbackSize bounds the memory of the FailLocal quota: at most
+// WithLocalFallbackSize bounds the memory of the FailLocal quota (New
+// refuses it beside another failure policy): at most
 // entries identity-and-limit states are kept (default 1,048,576: 42 MiB
 // of heap when 10 million identities came during an outage, measured by
 // BenchmarkLocalFallbackMemory; docs/operations.md). Past the
@@ -149,7 +153,7 @@ func WithLocalFallbackSize(entries int) Option {
 		if entries < localShards {
 			return fmt.Errorf("%w: WithLocalFallbackSize(%d): want at least %d entries", ErrInvalidOption, entries, localShards)
 		}
-		c.localEntries = entries
+		c.localEntries, c.localSet = entries, append(c.localSet, "WithLocalFallbackSize")
 		return nil
 	}
 }

@@ -248,36 +248,39 @@ func (l *Limiter) cancelLeft(req *request) {
 	l.goroutines.start(func() { _ = r.Cancel(l.goroutines.ctx) })
 }
 
+// Booking is one limit of a ReserveAll and the cost it books.
+type Booking struct {
+	Limit Limit // a GCRA limit
+	Cost  int64 // at least 1
+}
+
 // ReserveAll reserves on several GCRA limits of one identity at once (say
 // 500 requests and 200,000 tokens per minute of an upstream API), all or
 // nothing, in one round trip: the reservation conforms at the first moment
-// every limit admits its check's cost, if that is at most maxWait away, and
-// each limit books its cost at that common moment, so that acting then
-// keeps every limit. The checks give each limit and its cost; their
-// Identity must be empty or identity. At most 16 limits, with distinct
-// names. While Redis is unavailable the failure policy decides as for
-// ReserveN, limit by limit (FailLocal books each on this replica's share
-// and the reservation conforms when the last does).
-func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.Duration, checks ...Check) (*Reservation, error) {
-	if len(checks) == 0 || len(checks) > 16 {
-		return nil, fmt.Errorf("%w: ReserveAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(checks))
+// every limit admits its booking's cost, if that is at most maxWait away,
+// and each limit books its cost at that common moment, so that acting
+// then keeps every limit. At most 16 limits, with distinct names. While
+// Redis is unavailable the failure policy decides as for ReserveN, limit
+// by limit (FailLocal books each on this replica's share and the
+// reservation conforms when the last does).
+func (l *Limiter) ReserveAll(ctx context.Context, identity string, bookings []Booking, maxWait time.Duration) (*Reservation, error) {
+	if len(bookings) == 0 || len(bookings) > 16 {
+		return nil, fmt.Errorf("%w: ReserveAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(bookings))
 	}
-	res := &Reservation{l: l, parts: make([]part, len(checks)), cost: 1}
-	args := make([]int64, 0, 4*len(checks))
-	keys := make([]string, len(checks))
-	for i, c := range checks {
+	res := &Reservation{l: l, parts: make([]part, len(bookings)), cost: 1}
+	args := make([]int64, 0, 4*len(bookings))
+	keys := make([]string, len(bookings))
+	for i, c := range bookings {
 		if err := c.Limit.Validate(); err != nil {
 			return nil, err
 		}
 		switch {
 		case c.Limit.Algorithm != AlgGCRA:
 			return nil, fmt.Errorf("%w: %s: ReserveAll takes gcra limits only, got %s", ErrInvalidLimit, c.Limit.Name, c.Limit.Algorithm)
-		case c.Identity != "" && c.Identity != identity:
-			return nil, fmt.Errorf("%w: ReserveAll reserves on one identity: check %d is for %q, not %q", ErrInvalidLimit, i, c.Identity, identity)
 		case c.Cost < 1 || c.Cost > MaxCost:
-			return nil, fmt.Errorf("%w: check %d: a reservation's cost must be between 1 and 2^52, got %d", ErrInvalidCost, i, c.Cost)
+			return nil, fmt.Errorf("%w: booking %d: a reservation's cost must be between 1 and 2^52, got %d", ErrInvalidCost, i, c.Cost)
 		}
-		for _, o := range checks[:i] {
+		for _, o := range bookings[:i] {
 			if o.Limit.Name == c.Limit.Name {
 				return nil, fmt.Errorf("%w: ReserveAll: limit name %q given twice", ErrInvalidLimit, c.Limit.Name)
 			}
@@ -286,12 +289,12 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, maxWait time.
 		res.parts[i] = part{lim: c.Limit, key: keys[i], cost: c.Cost}
 		args = append(args, c.Limit.Rate, c.Limit.periodMicros(), c.Limit.Burst, c.Cost)
 	}
-	res.Limit, res.key = checks[0].Limit, keys[0]
+	res.Limit, res.key = bookings[0].Limit, keys[0]
 	maxWait = min(max(maxWait, 0), maxPeriod)
 	call := scripts.GCRAReserveMulti.Call(scripts.GCRAReserveMultiKeys{States: keys}, scripts.GCRAReserveMultiArgs{
 		MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg(), Limits: args})
 	var states string
-	req := request{kind: callReserve, call: call, lim: checks[0].Limit, key: keys[0], keys: keys, cost: 1,
+	req := request{kind: callReserve, call: call, lim: bookings[0].Limit, key: keys[0], keys: keys, cost: 1,
 		decode: func(r luart.Reply) (decision, error) {
 			m, err := scripts.GCRAReserveMulti.DecodeReply(r)
 			states = m.States

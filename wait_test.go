@@ -600,7 +600,7 @@ func TestReserveAll(t *testing.T) {
 	tokens := Must(GCRA(1000, time.Second, 1000)).Named("tokens")
 	call := func(n int64, maxWait time.Duration) *Reservation {
 		t.Helper()
-		r, err := l.ReserveAll(ctx, "llm", maxWait, Check{Limit: requests, Cost: 1}, Check{Limit: tokens, Cost: n})
+		r, err := l.ReserveAll(ctx, "llm", []Booking{{Limit: requests, Cost: 1}, {Limit: tokens, Cost: n}}, maxWait)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -638,7 +638,13 @@ func TestReserveAll(t *testing.T) {
 	if again := call(600, time.Second); !again.OK || again.Delay() != 200*time.Millisecond {
 		t.Fatalf("after the cancel: OK %v delay %v, want 200ms again", again.OK, again.Delay())
 	}
-	if _, err := l.ReserveAll(ctx, "llm", 0, Check{Identity: "other", Limit: requests, Cost: 1}); !errors.Is(err, ErrInvalidLimit) {
-		t.Fatalf("another identity: %v", err)
+	if _, err := l.ReserveAll(ctx, "llm", []Booking{{Limit: requests, Cost: 1}, {Limit: requests, Cost: 2}}, 0); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("one limit twice: %v", err)
+	}
+	if _, err := l.ReserveAll(ctx, "llm", []Booking{{Limit: Must(TokenBucket(2, time.Second, 2)), Cost: 1}}, 0); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("a token bucket: %v", err)
+	}
+	if _, err := l.ReserveAll(ctx, "llm", []Booking{{Limit: requests, Cost: 0}}, 0); !errors.Is(err, ErrInvalidCost) {
+		t.Fatalf("cost 0: %v", err)
 	}
 }

@@ -239,7 +239,7 @@ func Cases() []Case {
 		{
 			Name:    "fail-local",
 			Down:    true,
-			Options: []sluice.Option{sluice.WithLocalFallback(1), sluice.WithBreaker(1, 30*time.Second)},
+			Options: []sluice.Option{sluice.WithReplicas(1), sluice.WithBreaker(1, 30*time.Second)},
 			Config: func(e *Env) httplimit.Config {
 				return httplimit.Config{Policies: []httplimit.Policy{{Name: "demo", Limit: perMin(1, "demo"), Key: ip}}}
 			},

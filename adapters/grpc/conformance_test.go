@@ -195,7 +195,7 @@ func conformanceCases() []confCase {
 				{md: peerA, code: codes.Unavailable, retry: 30 * time.Second, reason: ReasonLimiterUnavailable, policies: "demo"},
 			}},
 		{name: "fail-local", down: true,
-			opts: []sluice.Option{sluice.WithLocalFallback(1), sluice.WithBreaker(1, 30*time.Second)},
+			opts: []sluice.Option{sluice.WithReplicas(1), sluice.WithBreaker(1, 30*time.Second)},
 			cfg: func(string) Config {
 				return Config{Policies: []Policy{{Name: "demo", Limit: fixed(1, "demo"), Key: ip}}}
 			},

@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, sluice.WithTimeout(cfg.timeout))
 	}
 	if cfg.failure == sluice.FailLocal {
-		opts = append(opts, sluice.WithLocalFallback(cfg.replicas))
+		opts = append(opts, sluice.WithReplicas(cfg.replicas))
 	} else {
 		opts = append(opts, sluice.WithFailurePolicy(cfg.failure))
 	}

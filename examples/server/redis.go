@@ -52,7 +52,11 @@ func openStore(redisFlag string) (*store, error) {
 	addrs := strings.Join(opt.InitAddress, ",")
 	// A single Redis that is down at start-up still gives a client
 	// (sluice.OpenClient): the failure policy decides until it answers.
-	client, unreachable, err := sluice.OpenClient(opt)
+	client, err := sluice.OpenClient(opt)
+	var unreachable error
+	if errors.Is(err, sluice.ErrUnreachable) {
+		unreachable, err = err, nil
+	}
 	if err != nil {
 		if len(opt.InitAddress) > 1 && isDialError(err) {
 			return nil, fmt.Errorf("cannot connect to Redis at %s: none of these cluster seeds answers, and one must at start-up for the client to learn the cluster's nodes: %w", addrs, err)
