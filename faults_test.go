@@ -1096,3 +1096,63 @@ func TestFaultMigrateAllowAll(t *testing.T) {
 		t.Errorf("%d keys moved, %d TRYAGAIN retries: the split state the test is for never happened", moved, retries)
 	}
 }
+
+// TestFaultReleaseAfterStall: a lease taken before Redis stalls long enough
+// for the Limiter to find the node silent (breaker open), released while
+// Redis is still stalled and the node is found silent again, frees its
+// slot as soon as Redis runs again: Release returns no error (it waited
+// for Redis's answer instead of leaving the slot to the background retry),
+// and the holder is gone from Redis the moment Release returns.
+func TestFaultReleaseAfterStall(t *testing.T) {
+	t.Parallel()
+	s := redisserver.Start(t)
+	c := standaloneClient(t, s.Addr)
+	l, err := New(c, WithLogger(nil), WithSilenceTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	lim := Must(Concurrency(1, time.Hour))
+	lease, r, err := l.Acquire(ctx, "stall", lim)
+	if err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("Acquire: %+v, %v", r, err)
+	}
+	key := l.Key("stall", lim)
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			s.Resume()
+		}
+	}()
+	// A decision waits on the paused node until the Limiter finds it
+	// silent and the failure policy answers.
+	if r, _ := l.Allow(ctx, "other", Must(GCRA(10, time.Second, 10))); !r.Degraded {
+		t.Fatalf("Allow on a paused Redis: %+v, want the failure policy's answer", r)
+	}
+	if st := breakerOf(l, "redis"); st == "closed" {
+		t.Fatalf("the node was found silent but the breaker is %s", st)
+	}
+	// The release goes out while Redis is still stalled; the node is
+	// found silent once more (its waiters woken) before Redis runs again.
+	n := l.router.any
+	quiet := n.quiet.Load()
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx, lease) }()
+	if _, ok := waitFor(time.Minute, func() bool { return n.quiet.Load() != quiet }); !ok {
+		t.Fatal("the stalled node was not found silent again")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	if err := <-released; err != nil {
+		t.Fatalf("Release across the stall: %v; want it done once Redis runs again", err)
+	}
+	if n, err := s.Command("ZCARD", key); err != nil || n != "0" {
+		t.Fatalf("ZCARD %s right after Release: %q, %v; want the slot free", key, n, err)
+	}
+}

@@ -479,6 +479,13 @@ func timeOf(r luart.Reply) int64 {
 // await waits for f's replies, the caller's context, the node's silence,
 // or WithTimeout's bound; outcomeOK means the flight landed (collect its
 // replies).
+//
+// A call that is not a decision (a release, a refund, Reset) has nothing
+// for the failure policy to answer, so it does not give up when the node
+// is found silent: it waits as long as the node answers anything, and
+// gives up only when nothing at all came from the node for the whole
+// silence timeout after it was sent. A release sent as a stalled node
+// comes back thus frees its slot as soon as the node runs it.
 func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 	var bound <-chan time.Time
 	if l.cfg.timeout > 0 {
@@ -486,26 +493,51 @@ func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 		bound = f.timer.C
 		defer f.timer.Stop()
 	}
+	quiet := f.quiet
+	var own *time.Timer
+	var silent <-chan time.Time
+	if !f.reqs[0].decides() {
+		quiet = nil
+		own = time.NewTimer(l.ownSilence(f))
+		defer own.Stop()
+		silent = own.C
+	}
 	var cause error
-	select {
-	case <-f.done:
-		return l.landed()
-	case <-ctx.Done():
-		if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
-			<-f.done
+	for cause == nil {
+		select {
+		case <-f.done:
 			return l.landed()
+		case <-ctx.Done():
+			if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
+				<-f.done
+				return l.landed()
+			}
+			return outcomeCaller, callerErr(ctx)
+		case <-quiet:
+			cause = errSilent
+		case <-silent:
+			if d := l.ownSilence(f); d > 0 {
+				own.Reset(d) // the node answered something meanwhile
+				continue
+			}
+			cause = errSilent
+		case <-bound:
+			cause = errTimeout
 		}
-		return outcomeCaller, callerErr(ctx)
-	case <-f.quiet:
-		cause = errSilent
-	case <-bound:
-		cause = errTimeout
 	}
 	if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
 		<-f.done
 		return l.landed()
 	}
 	return outcomeUnavailable, cause
+}
+
+// ownSilence is how long until f's node has been silent for the whole
+// silence timeout since f was sent: nothing from it since the later of f's
+// start and its last reply.
+func (l *Limiter) ownSilence(f *flight) time.Duration {
+	from := max(f.start.UnixNano(), f.node.lastReply.Load())
+	return time.Until(time.Unix(0, from).Add(l.cfg.silence))
 }
 
 // landed is the outcome of a flight whose waiter is still there.
