@@ -56,11 +56,7 @@ func AppendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		pk := ""
-		if pks != nil {
-			pk = pks[i]
-		}
-		b = AppendPolicyItem(b, outcomes[i].P, pk)
+		b = AppendPolicyItem(b, outcomes[i].P, pkAt(pks, i))
 	}
 	return b
 }
@@ -72,13 +68,70 @@ func AppendRateLimit[R any](b []byte, outcomes []Outcome[R], pks []string) []byt
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		pk := ""
-		if pks != nil {
-			pk = pks[i]
-		}
-		b = AppendRateLimitItem(b, o.P, o.Result, o.Denied, pk)
+		b = AppendRateLimitItem(b, o.P, o.Result, o.Denied, pkAt(pks, i))
 	}
 	return b
+}
+
+// pkAt is pks[i], or "" when pks is nil.
+func pkAt(pks []string, i int) string {
+	if pks == nil {
+		return ""
+	}
+	return pks[i]
+}
+
+// Draft locates the two values AppendDraft wrote: the RateLimit-Policy
+// value and the RateLimit value of draft-ietf-httpapi-ratelimit-headers-11
+// (the HTTP headers, and the gRPC adapter's ratelimit-policy and ratelimit
+// metadata).
+type Draft struct {
+	// policy is the RateLimit-Policy value when it is known without being
+	// written: the Item of a lone policy without a pk parameter.
+	policy string
+	// The RateLimit-Policy value is text[start:mid] (unless policy is
+	// set), the RateLimit value text[mid:end].
+	start, mid, end int
+}
+
+// AppendDraft appends to b the RateLimit-Policy value of outcomes, then
+// their RateLimit value, each item followed by its pk parameter (see
+// PartitionKey) when secret is not nil. The RateLimit-Policy value of a
+// lone policy without a pk parameter is its Item, and is not appended.
+//
+// The values are found with Draft.Values in the text of the bytes
+// returned (more may be appended to them before the text is made), so
+// that an adapter converts all its values into one string at once.
+func AppendDraft[R any](b []byte, outcomes []Outcome[R], secret []byte) ([]byte, Draft) {
+	var pkStack [2]string
+	var pks []string // the pk parameter of each outcome, with a secret
+	if secret != nil {
+		pks = pkStack[:0]
+		for i := range outcomes {
+			pks = append(pks, PartitionKey(secret, outcomes[i].P.Name, outcomes[i].Key))
+		}
+	}
+	d := Draft{start: len(b)}
+	if len(outcomes) == 1 && pks == nil {
+		d.policy = outcomes[0].P.Item
+	} else {
+		b = AppendPolicy(b, outcomes, pks)
+	}
+	d.mid = len(b)
+	b = AppendRateLimit(b, outcomes, pks)
+	d.end = len(b)
+	return b, d
+}
+
+// Values returns the RateLimit-Policy and RateLimit values, substrings of
+// text (when written there): text is the string of the bytes AppendDraft
+// returned, or of bytes that start with them.
+func (d Draft) Values(text string) (policy, rateLimit string) {
+	policy = d.policy
+	if policy == "" {
+		policy = text[d.start:d.mid]
+	}
+	return policy, text[d.mid:d.end]
 }
 
 // PartitionKey returns ";pk=:BASE64:", the first 96 bits of

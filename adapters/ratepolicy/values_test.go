@@ -122,3 +122,46 @@ func TestPartitionKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendDraft checks the two values AppendDraft locates: after the
+// bytes already in the buffer and before any appended later, the policy
+// item of a lone policy without a secret left unwritten, and the pk
+// parameter of each item with a secret.
+func TestAppendDraft(t *testing.T) {
+	a := mustCompile(t, pol("per-ip"))
+	b := mustCompile(t, Policy[string]{Name: "in-flight", Limit: sluice.Must(sluice.Concurrency(2, time.Minute)), Key: fixed("k")})
+	outcomes := []Outcome[string]{
+		{P: a, Key: "ip:192.0.2.1", Result: sluice.Result{Allowed: true, Remaining: 4, ResetAfter: 30 * time.Second}},
+		{P: b, Key: "k", Result: sluice.Result{RetryAfter: 10 * time.Second}, Denied: true},
+	}
+	secret := []byte("0123456789abcdef")
+	pks := []string{PartitionKey(secret, "per-ip", "ip:192.0.2.1"), PartitionKey(secret, "in-flight", "k")}
+	for _, tc := range []struct {
+		name       string
+		outcomes   []Outcome[string]
+		secret     []byte
+		policy, rl string
+		written    int // bytes AppendDraft appends
+	}{
+		{"none", nil, nil, "", "", 0},
+		{"one: its item, not written", outcomes[:1], nil, `"per-ip";q=10;w=60`, `"per-ip";r=4;t=30`, len(`"per-ip";r=4;t=30`)},
+		{"two", outcomes, nil,
+			`"per-ip";q=10;w=60, "in-flight";q=2;qu="concurrent-requests"`,
+			`"per-ip";r=4;t=30, "in-flight";r=0;t=10`, -1},
+		{"one with a secret", outcomes[:1], secret, `"per-ip";q=10;w=60` + pks[0], `"per-ip";r=4;t=30` + pks[0], -1},
+		{"two with a secret", outcomes, secret,
+			`"per-ip";q=10;w=60` + pks[0] + `, "in-flight";q=2;qu="concurrent-requests"` + pks[1],
+			`"per-ip";r=4;t=30` + pks[0] + `, "in-flight";r=0;t=10` + pks[1], -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf, d := AppendDraft([]byte("before"), tc.outcomes, tc.secret)
+			if want := tc.written; want >= 0 && len(buf) != len("before")+want {
+				t.Errorf("appended %q, want %d bytes", buf[len("before"):], want)
+			}
+			policy, rl := d.Values(string(append(buf, "after"...)))
+			if policy != tc.policy || rl != tc.rl {
+				t.Errorf("Values = %s | %s, want %s | %s", policy, rl, tc.policy, tc.rl)
+			}
+		})
+	}
+}
