@@ -9,37 +9,37 @@ import (
 	"github.com/sluice-go/sluice"
 )
 
-// ResetSeconds is the t parameter of o: on a denial the whole seconds until
+// resetSeconds is the t parameter of o: on a denial the whole seconds until
 // the same cost is admitted (the window w when it never fits); otherwise
 // until the quota is whole again (ResetAfter). Concurrency policies that
 // admitted report no t (-1): when a slot frees is not known.
-func ResetSeconds[R any](o *Outcome[R]) int64 { return ResetSecondsOf(o.P, o.Result, o.Denied) }
+func resetSeconds[R any](o *Outcome[R]) int64 { return ResetSecondsOf(o.P, o.Result, o.Denied) }
 
-// ResetSecondsOf is ResetSeconds of policy p's result res.
+// ResetSecondsOf is resetSeconds of policy p's result res.
 func ResetSecondsOf[R any](p *Compiled[R], res sluice.Result, denied bool) int64 {
 	switch {
 	case denied && res.RetryAfter == sluice.RetryNever:
 		return max(p.Window, 1)
 	case denied:
-		return max(CeilSeconds(res.RetryAfter), 1)
+		return max(ceilSeconds(res.RetryAfter), 1)
 	case p.Conc:
 		return -1
 	default:
-		return CeilSeconds(res.ResetAfter)
+		return ceilSeconds(res.ResetAfter)
 	}
 }
 
-// AppendPolicyItem appends p's RateLimit-Policy item and pk (a
-// PartitionKey parameter, or "").
-func AppendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
+// appendPolicyItem appends p's RateLimit-Policy item and pk (a
+// partitionKey parameter, or "").
+func appendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
 	return append(append(b, p.Item...), pk...)
 }
 
-// AppendRateLimitItem appends p's RateLimit item for res:
+// appendRateLimitItem appends p's RateLimit item for res:
 // "name";r=REMAINING;t=SECONDS and pk (t left out for a concurrency policy
 // that admitted).
-func AppendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, denied bool, pk string) []byte {
-	b = append(b, p.Quoted...)
+func appendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, denied bool, pk string) []byte {
+	b = append(b, p.quoted...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
 	if t := ResetSecondsOf(p, res, denied); t >= 0 {
@@ -49,26 +49,26 @@ func AppendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, den
 	return append(b, pk...)
 }
 
-// AppendPolicy appends the RateLimit-Policy value of outcomes: their items
+// appendPolicy appends the RateLimit-Policy value of outcomes: their items
 // joined by ", ", each followed by pks[i] when pks is not nil.
-func AppendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
+func appendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 	for i := range outcomes {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = AppendPolicyItem(b, outcomes[i].P, pkAt(pks, i))
+		b = appendPolicyItem(b, outcomes[i].P, pkAt(pks, i))
 	}
 	return b
 }
 
-// AppendRateLimit appends the RateLimit value of outcomes.
-func AppendRateLimit[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
+// appendRateLimit appends the RateLimit value of outcomes.
+func appendRateLimit[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 	for i := range outcomes {
 		o := &outcomes[i]
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = AppendRateLimitItem(b, o.P, o.Result, o.Denied, pkAt(pks, i))
+		b = appendRateLimitItem(b, o.P, o.Result, o.Denied, pkAt(pks, i))
 	}
 	return b
 }
@@ -96,7 +96,7 @@ type Draft struct {
 
 // AppendDraft appends to b the RateLimit-Policy value of outcomes, then
 // their RateLimit value, each item followed by its pk parameter (see
-// PartitionKey) when secret is not nil. The RateLimit-Policy value of a
+// partitionKey) when secret is not nil. The RateLimit-Policy value of a
 // lone policy without a pk parameter is its Item, and is not appended.
 //
 // The values are found with Draft.Values in the text of the bytes
@@ -108,17 +108,17 @@ func AppendDraft[R any](b []byte, outcomes []Outcome[R], secret []byte) ([]byte,
 	if secret != nil {
 		pks = pkStack[:0]
 		for i := range outcomes {
-			pks = append(pks, PartitionKey(secret, outcomes[i].P.Name, outcomes[i].Key))
+			pks = append(pks, partitionKey(secret, outcomes[i].P.Name, outcomes[i].Key))
 		}
 	}
 	d := Draft{start: len(b)}
 	if len(outcomes) == 1 && pks == nil {
 		d.policy = outcomes[0].P.Item
 	} else {
-		b = AppendPolicy(b, outcomes, pks)
+		b = appendPolicy(b, outcomes, pks)
 	}
 	d.mid = len(b)
-	b = AppendRateLimit(b, outcomes, pks)
+	b = appendRateLimit(b, outcomes, pks)
 	d.end = len(b)
 	return b, d
 }
@@ -134,9 +134,9 @@ func (d Draft) Values(text string) (policy, rateLimit string) {
 	return policy, text[d.mid:d.end]
 }
 
-// PartitionKey returns ";pk=:BASE64:", the first 96 bits of
+// partitionKey returns ";pk=:BASE64:", the first 96 bits of
 // HMAC-SHA256(secret, policy ‖ 0 ‖ key), or "" without a secret.
-func PartitionKey(secret []byte, policy, key string) string {
+func partitionKey(secret []byte, policy, key string) string {
 	if secret == nil {
 		return ""
 	}

@@ -12,7 +12,7 @@ import (
 
 func mustCompile(t *testing.T, p Policy[string]) *Compiled[string] {
 	t.Helper()
-	c, err := Compile("test", p, "test")
+	c, err := compile("test", p, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,15 +46,15 @@ func TestRateLimitItem(t *testing.T) {
 		{"quoted name", quoted, sluice.Result{Allowed: true, Remaining: 0, ResetAfter: time.Second}, false, "", `"a\"b";r=0;t=1`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(AppendRateLimitItem([]byte("x "), tc.p, tc.res, tc.denied, tc.pk)); got != "x "+tc.want {
-				t.Errorf("AppendRateLimitItem = %s, want x %s", got, tc.want)
+			if got := string(appendRateLimitItem([]byte("x "), tc.p, tc.res, tc.denied, tc.pk)); got != "x "+tc.want {
+				t.Errorf("appendRateLimitItem = %s, want x %s", got, tc.want)
 			}
 			if got := ResetSecondsOf(tc.p, tc.res, tc.denied); got != tc.wantT {
 				t.Errorf("ResetSecondsOf = %d, want %d", got, tc.wantT)
 			}
 			o := Outcome[string]{P: tc.p, Result: tc.res, Denied: tc.denied}
-			if got := ResetSeconds(&o); got != tc.wantT {
-				t.Errorf("ResetSeconds = %d, want %d", got, tc.wantT)
+			if got := resetSeconds(&o); got != tc.wantT {
+				t.Errorf("resetSeconds = %d, want %d", got, tc.wantT)
 			}
 		})
 	}
@@ -83,22 +83,22 @@ func TestRateLimitValues(t *testing.T) {
 			`"per-ip";r=4;t=30;pk=:AQ==:, "in-flight";r=0;t=10;pk=:Ag==:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(AppendPolicy(nil, tc.outcomes, tc.pks)); got != tc.policy {
-				t.Errorf("AppendPolicy = %s, want %s", got, tc.policy)
+			if got := string(appendPolicy(nil, tc.outcomes, tc.pks)); got != tc.policy {
+				t.Errorf("appendPolicy = %s, want %s", got, tc.policy)
 			}
-			if got := string(AppendRateLimit(nil, tc.outcomes, tc.pks)); got != tc.rl {
-				t.Errorf("AppendRateLimit = %s, want %s", got, tc.rl)
+			if got := string(appendRateLimit(nil, tc.outcomes, tc.pks)); got != tc.rl {
+				t.Errorf("appendRateLimit = %s, want %s", got, tc.rl)
 			}
 		})
 	}
-	if got := string(AppendPolicyItem([]byte("p: "), a, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
-		t.Errorf("AppendPolicyItem = %s", got)
+	if got := string(appendPolicyItem([]byte("p: "), a, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
+		t.Errorf("appendPolicyItem = %s", got)
 	}
 }
 
 func TestPartitionKey(t *testing.T) {
 	secret := []byte("0123456789abcdef")
-	if got := PartitionKey(nil, "p", "k"); got != "" {
+	if got := partitionKey(nil, "p", "k"); got != "" {
 		t.Errorf("no secret: %q, want none", got)
 	}
 	// The first 96 bits of HMAC-SHA256(secret, policy ‖ 0 ‖ key), as an
@@ -106,9 +106,9 @@ func TestPartitionKey(t *testing.T) {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte("per-ip\x00ip:192.0.2.1"))
 	want := ";pk=:" + base64.StdEncoding.EncodeToString(mac.Sum(nil)[:12]) + ":"
-	got := PartitionKey(secret, "per-ip", "ip:192.0.2.1")
+	got := partitionKey(secret, "per-ip", "ip:192.0.2.1")
 	if got != want || len(got) != len(";pk=::")+16 {
-		t.Errorf("PartitionKey = %s, want %s", got, want)
+		t.Errorf("partitionKey = %s, want %s", got, want)
 	}
 	for _, other := range [][3]string{
 		{"0123456789abcdeF", "per-ip", "ip:192.0.2.1"}, // another secret
@@ -117,8 +117,8 @@ func TestPartitionKey(t *testing.T) {
 		{string(secret), "per-ip\x00ip", ":192.0.2.1"}, // the separator cannot be moved
 		{string(secret), "per-i", "p\x00ip:192.0.2.1"},
 	} {
-		if PartitionKey([]byte(other[0]), other[1], other[2]) == got {
-			t.Errorf("PartitionKey(%q, %q, %q) is the same as per-ip's on 192.0.2.1", other[0], other[1], other[2])
+		if partitionKey([]byte(other[0]), other[1], other[2]) == got {
+			t.Errorf("partitionKey(%q, %q, %q) is the same as per-ip's on 192.0.2.1", other[0], other[1], other[2])
 		}
 	}
 }
@@ -135,7 +135,7 @@ func TestAppendDraft(t *testing.T) {
 		{P: b, Key: "k", Result: sluice.Result{RetryAfter: 10 * time.Second}, Denied: true},
 	}
 	secret := []byte("0123456789abcdef")
-	pks := []string{PartitionKey(secret, "per-ip", "ip:192.0.2.1"), PartitionKey(secret, "in-flight", "k")}
+	pks := []string{partitionKey(secret, "per-ip", "ip:192.0.2.1"), partitionKey(secret, "in-flight", "k")}
 	for _, tc := range []struct {
 		name       string
 		outcomes   []Outcome[string]
