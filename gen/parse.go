@@ -620,7 +620,7 @@ func uniqueGoNames(e *errs, fields []Field, what string) []Field {
 
 // checkName validates a lower snake case name and derives its Go name.
 func checkName(e *errs, line, col int, name string) (string, bool) {
-	goName, problem := GoName(name)
+	goName, problem := deriveGoName(name)
 	if problem != "" {
 		e.add(line, col, "%s", problem)
 		return "", false
@@ -628,13 +628,13 @@ func checkName(e *errs, line, col int, name string) (string, bool) {
 	return goName, true
 }
 
-// GoName derives the exported Go identifier of an annotation name: each
-// word capitalised, the underscores dropped, and the words that are Go
-// initialisms (see Initialisms) in capitals, as Go code spells them:
+// deriveGoName derives the exported Go identifier of an annotation name:
+// each word capitalised, the underscores dropped, and the words that are Go
+// initialisms (see sortedInitialisms) in capitals, as Go code spells them:
 // "retry_after_ms" → "RetryAfterMs", "user_id" → "UserID", "gcra" →
 // "GCRA", "urls" → "URLs". It returns a description of the problem when
 // name is not lower snake case or is a Go keyword.
-func GoName(name string) (string, string) {
+func deriveGoName(name string) (string, string) {
 	if name == "" {
 		return "", "empty name"
 	}
@@ -669,10 +669,10 @@ func GoName(name string) (string, string) {
 	return b.String(), ""
 }
 
-// Initialisms lists the words GoName writes in capitals: the initialisms of
-// Go's naming convention that staticcheck knows (ST1003), and the
-// algorithm names of sluice.
-func Initialisms() []string {
+// sortedInitialisms lists the words deriveGoName writes in capitals: the
+// initialisms of Go's naming convention that staticcheck knows (ST1003),
+// and the algorithm names of sluice.
+func sortedInitialisms() []string {
 	out := make([]string, 0, len(initialisms))
 	for w := range initialisms {
 		out = append(out, w)

@@ -19,11 +19,11 @@ import (
 // Version is the luagen version written into every generated file.
 const Version = "v0.1.0"
 
-// GenVersion is the generated-code version written into every generated
+// genVersion is the generated-code version written into every generated
 // file and checked against the runtime at compile time. It is the runtime's
 // own luart.GenVersion, so the generator and the runtime of one module
 // version always agree; it must lie within luart.MinVersion..MaxVersion.
-const GenVersion = luart.GenVersion
+const genVersion = luart.GenVersion
 
 // HeaderLine is the first line of every generated file. It matches Go's rule
 // for generated code: ^// Code generated .* DO NOT EDIT\.$
@@ -40,8 +40,8 @@ type File struct {
 	Src  []byte
 }
 
-// OutputPath is the generated file's path for a script at path.
-func OutputPath(path string) string { return path + ".go" }
+// outputPath is the generated file's path for a script at path.
+func outputPath(path string) string { return path + ".go" }
 
 // Generate parses every file and renders NAME.lua.go for each. All files
 // belong to the Go package pkg (they are generated side by side). It is
@@ -79,11 +79,11 @@ func Generate(pkg string, files []File) (map[string][]byte, error) {
 	}
 	out := make(map[string][]byte, len(scripts))
 	for _, s := range scripts {
-		b, err := Render(pkg, s)
+		b, err := render(pkg, s)
 		if err != nil {
 			return nil, err
 		}
-		out[OutputPath(s.Path)] = b
+		out[outputPath(s.Path)] = b
 	}
 	return out, nil
 }
@@ -139,14 +139,15 @@ func ValidPackageName(name string) bool {
 	return name != "_" && token.IsIdentifier(name)
 }
 
-// SHA1 returns the lower-case hex SHA1 of src, as Redis' SCRIPT LOAD does.
-func SHA1(src []byte) string {
+// scriptSHA1 returns the lower-case hex SHA1 of src, as Redis' SCRIPT LOAD
+// does.
+func scriptSHA1(src []byte) string {
 	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])
 }
 
-// Render produces the Go file for one parsed script.
-func Render(pkg string, s *Script) ([]byte, error) {
+// render produces the Go file for one parsed script.
+func render(pkg string, s *Script) ([]byte, error) {
 	f := jen.NewFile(pkg)
 	f.ImportName(luartPath, "luart")
 	f.ImportName(rueidisPath, "rueidis")
@@ -163,12 +164,12 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.Comment("// Compile-time check that this file and the luart package it is built")
 	f.Comment("// with agree on the generated-code version; regenerate with luagen if not.")
 	f.Const().Defs(
-		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Lit(GenVersion).Op("-").Qual(luartPath, "MinVersion")),
-		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Qual(luartPath, "MaxVersion").Op("-").Lit(GenVersion)),
+		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Lit(genVersion).Op("-").Qual(luartPath, "MinVersion")),
+		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Qual(luartPath, "MaxVersion").Op("-").Lit(genVersion)),
 	)
 
 	f.Comment(fmt.Sprintf("// %s is the SHA1 of %s, as SCRIPT LOAD returns it.", shaC, file))
-	f.Const().Id(shaC).Op("=").Lit(SHA1(s.Source))
+	f.Const().Id(shaC).Op("=").Lit(scriptSHA1(s.Source))
 
 	f.Comment(fmt.Sprintf("// %s is %s, byte for byte.", srcC, file))
 	f.Const().Id(srcC).Op("=").Add(sourceLiteral(s.Source))
