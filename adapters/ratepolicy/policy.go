@@ -36,9 +36,9 @@ type Compiled[R any] struct {
 	Policy[R]
 	// quoted is the name as an RFC 9651 sf-String, quotes included.
 	quoted string
-	// Item is the policy's RateLimit-Policy item, without a pk parameter:
+	// item is the policy's RateLimit-Policy item, without a pk parameter:
 	// "name";q=100;w=60, or "name";q=10;qu="concurrent-requests".
-	Item string
+	item string
 	// Window is the item's w: Limit.Period in seconds, rounded up (0 for
 	// concurrency).
 	Window int64
@@ -66,10 +66,10 @@ func compile[R any](pkg string, p Policy[R], where string) (*Compiled[R], error)
 		return nil, fmt.Errorf("%s: %s: concurrency policy %q cannot be charged per message", pkg, where, p.Name)
 	}
 	if c.Conc {
-		c.Item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + `;qu="concurrent-requests"`
+		c.item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + `;qu="concurrent-requests"`
 	} else {
 		c.Window = ceilSeconds(p.Limit.Period)
-		c.Item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + ";w=" + strconv.FormatInt(c.Window, 10)
+		c.item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + ";w=" + strconv.FormatInt(c.Window, 10)
 	}
 	return c, nil
 }

@@ -79,8 +79,8 @@ func TestCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Name != tc.wantName || c.Item != tc.wantItem || c.Window != tc.wantWin || c.quoted != sfString(tc.wantName) {
-				t.Errorf("Name %q Item %s Window %d quoted %s; want %q %s %d", c.Name, c.Item, c.Window, c.quoted, tc.wantName, tc.wantItem, tc.wantWin)
+			if c.Name != tc.wantName || c.item != tc.wantItem || c.Window != tc.wantWin || c.quoted != sfString(tc.wantName) {
+				t.Errorf("Name %q item %s Window %d quoted %s; want %q %s %d", c.Name, c.item, c.Window, c.quoted, tc.wantName, tc.wantItem, tc.wantWin)
 			}
 			if c.Conc != (tc.p.Limit.Algorithm == sluice.AlgConcurrency) {
 				t.Errorf("Conc = %v", c.Conc)

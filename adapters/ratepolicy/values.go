@@ -32,7 +32,7 @@ func ResetSecondsOf[R any](p *Compiled[R], res sluice.Result, denied bool) int64
 // appendPolicyItem appends p's RateLimit-Policy item and pk (a
 // partitionKey parameter, or "").
 func appendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
-	return append(append(b, p.Item...), pk...)
+	return append(append(b, p.item...), pk...)
 }
 
 // appendRateLimitItem appends p's RateLimit item for res:
@@ -87,7 +87,7 @@ func pkAt(pks []string, i int) string {
 // metadata).
 type Draft struct {
 	// policy is the RateLimit-Policy value when it is known without being
-	// written: the Item of a lone policy without a pk parameter.
+	// written: the item of a lone policy without a pk parameter.
 	policy string
 	// The RateLimit-Policy value is text[start:mid] (unless policy is
 	// set), the RateLimit value text[mid:end].
@@ -97,7 +97,7 @@ type Draft struct {
 // AppendDraft appends to b the RateLimit-Policy value of outcomes, then
 // their RateLimit value, each item followed by its pk parameter (see
 // partitionKey) when secret is not nil. The RateLimit-Policy value of a
-// lone policy without a pk parameter is its Item, and is not appended.
+// lone policy without a pk parameter is its item, and is not appended.
 //
 // The values are found with Draft.Values in the text of the bytes
 // returned (more may be appended to them before the text is made), so
@@ -113,7 +113,7 @@ func AppendDraft[R any](b []byte, outcomes []Outcome[R], secret []byte) ([]byte,
 	}
 	d := Draft{start: len(b)}
 	if len(outcomes) == 1 && pks == nil {
-		d.policy = outcomes[0].P.Item
+		d.policy = outcomes[0].P.item
 	} else {
 		b = appendPolicy(b, outcomes, pks)
 	}
