@@ -293,162 +293,217 @@ func (l luaLines) at(line, col int) (int, int) {
 
 // parseHeader reads the leading run of "--" line comments.
 func parseHeader(s *Script, src []byte, e *errs) {
-	lines := strings.Split(string(src), "\n")
-	var doc []string
-	seenAnnotation := false
-	seenScript := false
-	names := map[string]map[string]bool{"key": {}, "arg": {}, "return": {}} // per section: annotation names declared
-	goNames := map[string]goNameOverride{}                                  // @goname: annotation name -> Go name
+	h := &header{s: s, e: e,
+		names:   map[string]map[string]bool{"key": {}, "arg": {}, "return": {}},
+		goNames: map[string]goNameOverride{},
+	}
 	inHeader := true
-	optionalSeen := false
-	variadicKey := "" // the name of the variadic @key, once declared
-	listArg := ""     // the name of the list @arg, once declared
-	listReturn := ""  // the name of the list @return, once declared
-
-	for i, raw := range lines {
-		lineNo := i + 1
+	for i, raw := range strings.Split(string(src), "\n") {
 		text := strings.TrimSuffix(raw, "\r")
 		trimmed := strings.TrimLeft(text, " \t")
-		indent := len(text) - len(trimmed)
 		isLineComment := strings.HasPrefix(trimmed, "--") && !strings.HasPrefix(trimmed, "--[[") && !isLongBracket(trimmed[2:])
-		if inHeader && !isLineComment {
-			inHeader = false
-		}
 		if !isLineComment {
+			inHeader = false
 			continue
 		}
-		body := trimmed[2:]
-		bodyCol := indent + 3 // 1-based column of body's first byte
-		if ann := strings.TrimLeft(body, " \t"); strings.HasPrefix(ann, "@") {
-			bodyCol += len(body) - len(ann)
-			body = ann
-		} else {
-			if inHeader && !seenAnnotation {
-				doc = append(doc, strings.TrimRight(strings.TrimPrefix(body, " "), " \t"))
-			}
-			continue
-		}
-		if !inHeader {
-			if !knownDirective(body) {
-				continue
-			}
-			e.add(lineNo, bodyCol, "annotation outside the header; annotations belong in the comment block at the top of the file")
-			continue
-		}
-		seenAnnotation = true
-		words, cols := fields(body, bodyCol)
-		directive := words[0]
-		switch directive {
-		case "@script":
-			if seenScript {
-				e.add(lineNo, cols[0], "@script given twice")
-				continue
-			}
-			seenScript = true
-			if len(words) != 2 {
-				e.add(lineNo, cols[0], "@script takes exactly one name: @script NAME")
-				continue
-			}
-			goName, ok := checkName(e, lineNo, cols[1], words[1])
-			if ok {
-				s.Name, s.GoName = words[1], goName
-				s.NameLine, s.NameCol = lineNo, cols[1]
-			}
-		case "@readonly":
-			if len(words) != 1 {
-				e.add(lineNo, cols[1], "@readonly takes no arguments")
-				continue
-			}
-			if s.ReadOnly {
-				e.add(lineNo, cols[0], "@readonly given twice")
-			}
-			s.ReadOnly = true
-		case "@key":
-			if len(words) < 2 {
-				e.add(lineNo, cols[0], "@key needs a name: @key NAME [description]")
-				continue
-			}
-			f, ok := field(e, lineNo, directive, words, cols, body, bodyCol)
-			if !ok {
-				continue
-			}
-			f.Type = String
-			if variadicKey != "" {
-				e.add(lineNo, f.Col, "key %q after the variadic key %q; a variadic @key must be the last @key", f.Name, variadicKey)
-				continue
-			}
-			if checkDeclared(e, names["key"], f, "key") {
-				s.Keys = append(s.Keys, f)
-				if f.Variadic {
-					variadicKey = f.Name
-				}
-			}
-		case "@arg", "@return":
-			what := directive[1:]
-			if len(words) < 3 {
-				e.add(lineNo, cols[0], "%s needs a name and a type: %s NAME TYPE [description]", directive, directive)
-				continue
-			}
-			f, ok := field(e, lineNo, directive, words, cols, body, bodyCol)
-			if !ok {
-				continue
-			}
-			if directive == "@arg" {
-				if listArg != "" {
-					e.add(lineNo, f.Col, "arg %q after the list argument %q; a list @arg must be the last @arg", f.Name, listArg)
-					continue
-				}
-				if f.Optional {
-					optionalSeen = true
-				} else if optionalSeen && !f.Variadic {
-					e.add(lineNo, f.Col, "required argument %q after an optional one; optional arguments come last", f.Name)
-					continue
-				}
-			}
-			if directive == "@return" && listReturn != "" {
-				e.add(lineNo, f.Col, "return %q after the list element %q; a list @return must be the last @return", f.Name, listReturn)
-				continue
-			}
-			if !checkDeclared(e, names[what], f, what) {
-				continue
-			}
-			if directive == "@arg" {
-				s.Args = append(s.Args, f)
-				if f.Variadic {
-					listArg = f.Name
-				}
-			} else {
-				s.Returns = append(s.Returns, f)
-				if f.Variadic {
-					listReturn = f.Name
-				}
-			}
-		case "@goname":
-			if len(words) != 3 {
-				e.add(lineNo, cols[0], "@goname takes a name and its Go name: @goname NAME GoName")
-				continue
-			}
-			if !token.IsIdentifier(words[2]) || !token.IsExported(words[2]) {
-				e.add(lineNo, cols[2], "invalid Go name %q: want an exported Go identifier (a capital letter, then letters, digits or underscores)", words[2])
-				continue
-			}
-			if prev, dup := goNames[words[1]]; dup {
-				e.add(lineNo, cols[0], "@goname for %q given twice (first on line %d)", words[1], prev.line)
-				continue
-			}
-			goNames[words[1]] = goNameOverride{goName: words[2], line: lineNo, col: cols[1]}
-		default:
-			e.add(lineNo, cols[0], "unknown annotation %q; want @script, @key, @arg, @return, @readonly or @goname", directive)
-		}
+		h.comment(i+1, trimmed[2:], len(text)-len(trimmed)+3, inHeader)
 	}
-	if !seenScript {
+	if !h.seenScript {
 		e.add(1, 1, "missing @script NAME annotation in the header comment")
 	}
-	s.Doc = joinDoc(doc)
-	applyGoNames(s, e, goNames)
+	s.Doc = joinDoc(h.doc)
+	applyGoNames(s, e, h.goNames)
 	s.Keys = uniqueGoNames(e, s.Keys, "key")
 	s.Args = uniqueGoNames(e, s.Args, "arg")
 	s.Returns = uniqueGoNames(e, s.Returns, "return")
+}
+
+// header is what parseHeader has read so far of a script's header.
+type header struct {
+	s              *Script
+	e              *errs
+	doc            []string // the plain comment lines before the first annotation
+	seenAnnotation bool
+	seenScript     bool
+	names          map[string]map[string]bool // per section: annotation names declared
+	goNames        map[string]goNameOverride  // @goname: annotation name -> Go name
+	optionalSeen   bool                       // an optional @arg was declared
+	variadicKey    string                     // the name of the variadic @key, once declared
+	listArg        string                     // the name of the list @arg, once declared
+	listReturn     string                     // the name of the list @return, once declared
+}
+
+// annotation is one annotation line: its words and their 1-based columns,
+// and the text from the '@' on.
+type annotation struct {
+	line    int
+	words   []string
+	cols    []int
+	body    string
+	bodyCol int // the column of body's first byte
+}
+
+// comment reads the body of one "--" line comment, which starts at column
+// bodyCol of line lineNo; inHeader reports that no other line came before
+// it.
+func (h *header) comment(lineNo int, body string, bodyCol int, inHeader bool) {
+	ann := strings.TrimLeft(body, " \t")
+	if !strings.HasPrefix(ann, "@") {
+		if inHeader && !h.seenAnnotation {
+			h.doc = append(h.doc, strings.TrimRight(strings.TrimPrefix(body, " "), " \t"))
+		}
+		return
+	}
+	bodyCol += len(body) - len(ann)
+	if !inHeader {
+		if knownDirective(ann) {
+			h.e.add(lineNo, bodyCol, "annotation outside the header; annotations belong in the comment block at the top of the file")
+		}
+		return
+	}
+	h.seenAnnotation = true
+	words, cols := fields(ann, bodyCol)
+	a := annotation{line: lineNo, words: words, cols: cols, body: ann, bodyCol: bodyCol}
+	switch words[0] {
+	case "@script":
+		h.script(a)
+	case "@readonly":
+		h.readOnly(a)
+	case "@key":
+		h.key(a)
+	case "@arg":
+		h.arg(a)
+	case "@return":
+		h.ret(a)
+	case "@goname":
+		h.goName(a)
+	default:
+		h.e.add(lineNo, cols[0], "unknown annotation %q; want @script, @key, @arg, @return, @readonly or @goname", words[0])
+	}
+}
+
+// script reads "@script NAME".
+func (h *header) script(a annotation) {
+	if h.seenScript {
+		h.e.add(a.line, a.cols[0], "@script given twice")
+		return
+	}
+	h.seenScript = true
+	if len(a.words) != 2 {
+		h.e.add(a.line, a.cols[0], "@script takes exactly one name: @script NAME")
+		return
+	}
+	if goName, ok := checkName(h.e, a.line, a.cols[1], a.words[1]); ok {
+		h.s.Name, h.s.GoName = a.words[1], goName
+		h.s.NameLine, h.s.NameCol = a.line, a.cols[1]
+	}
+}
+
+// readOnly reads "@readonly".
+func (h *header) readOnly(a annotation) {
+	if len(a.words) != 1 {
+		h.e.add(a.line, a.cols[1], "@readonly takes no arguments")
+		return
+	}
+	if h.s.ReadOnly {
+		h.e.add(a.line, a.cols[0], "@readonly given twice")
+	}
+	h.s.ReadOnly = true
+}
+
+// key reads "@key NAME[...] [description]".
+func (h *header) key(a annotation) {
+	if len(a.words) < 2 {
+		h.e.add(a.line, a.cols[0], "@key needs a name: @key NAME [description]")
+		return
+	}
+	f, ok := field(h.e, a.line, "@key", a.words, a.cols, a.body, a.bodyCol)
+	if !ok {
+		return
+	}
+	f.Type = String
+	if h.variadicKey != "" {
+		h.e.add(a.line, f.Col, "key %q after the variadic key %q; a variadic @key must be the last @key", f.Name, h.variadicKey)
+		return
+	}
+	if checkDeclared(h.e, h.names["key"], f, "key") {
+		h.s.Keys = append(h.s.Keys, f)
+		if f.Variadic {
+			h.variadicKey = f.Name
+		}
+	}
+}
+
+// typedField reads the field of "@arg" or "@return NAME TYPE [description]".
+func (h *header) typedField(a annotation) (Field, bool) {
+	directive := a.words[0]
+	if len(a.words) < 3 {
+		h.e.add(a.line, a.cols[0], "%s needs a name and a type: %s NAME TYPE [description]", directive, directive)
+		return Field{}, false
+	}
+	return field(h.e, a.line, directive, a.words, a.cols, a.body, a.bodyCol)
+}
+
+// arg reads "@arg NAME TYPE[?|...] [description]".
+func (h *header) arg(a annotation) {
+	f, ok := h.typedField(a)
+	if !ok {
+		return
+	}
+	if h.listArg != "" {
+		h.e.add(a.line, f.Col, "arg %q after the list argument %q; a list @arg must be the last @arg", f.Name, h.listArg)
+		return
+	}
+	if f.Optional {
+		h.optionalSeen = true
+	} else if h.optionalSeen && !f.Variadic {
+		h.e.add(a.line, f.Col, "required argument %q after an optional one; optional arguments come last", f.Name)
+		return
+	}
+	if !checkDeclared(h.e, h.names["arg"], f, "arg") {
+		return
+	}
+	h.s.Args = append(h.s.Args, f)
+	if f.Variadic {
+		h.listArg = f.Name
+	}
+}
+
+// ret reads "@return NAME TYPE[...] [description]".
+func (h *header) ret(a annotation) {
+	f, ok := h.typedField(a)
+	if !ok {
+		return
+	}
+	if h.listReturn != "" {
+		h.e.add(a.line, f.Col, "return %q after the list element %q; a list @return must be the last @return", f.Name, h.listReturn)
+		return
+	}
+	if !checkDeclared(h.e, h.names["return"], f, "return") {
+		return
+	}
+	h.s.Returns = append(h.s.Returns, f)
+	if f.Variadic {
+		h.listReturn = f.Name
+	}
+}
+
+// goName reads "@goname NAME GoName".
+func (h *header) goName(a annotation) {
+	if len(a.words) != 3 {
+		h.e.add(a.line, a.cols[0], "@goname takes a name and its Go name: @goname NAME GoName")
+		return
+	}
+	name, goName := a.words[1], a.words[2]
+	if !token.IsIdentifier(goName) || !token.IsExported(goName) {
+		h.e.add(a.line, a.cols[2], "invalid Go name %q: want an exported Go identifier (a capital letter, then letters, digits or underscores)", goName)
+		return
+	}
+	if prev, dup := h.goNames[name]; dup {
+		h.e.add(a.line, a.cols[0], "@goname for %q given twice (first on line %d)", name, prev.line)
+		return
+	}
+	h.goNames[name] = goNameOverride{goName: goName, line: a.line, col: a.cols[1]}
 }
 
 // goNameOverride is one @goname annotation.
@@ -620,7 +675,7 @@ func uniqueGoNames(e *errs, fields []Field, what string) []Field {
 
 // checkName validates a lower snake case name and derives its Go name.
 func checkName(e *errs, line, col int, name string) (string, bool) {
-	goName, problem := GoName(name)
+	goName, problem := deriveGoName(name)
 	if problem != "" {
 		e.add(line, col, "%s", problem)
 		return "", false
@@ -628,13 +683,13 @@ func checkName(e *errs, line, col int, name string) (string, bool) {
 	return goName, true
 }
 
-// GoName derives the exported Go identifier of an annotation name: each
-// word capitalised, the underscores dropped, and the words that are Go
-// initialisms (see Initialisms) in capitals, as Go code spells them:
+// deriveGoName derives the exported Go identifier of an annotation name:
+// each word capitalised, the underscores dropped, and the words that are Go
+// initialisms (see sortedInitialisms) in capitals, as Go code spells them:
 // "retry_after_ms" → "RetryAfterMs", "user_id" → "UserID", "gcra" →
 // "GCRA", "urls" → "URLs". It returns a description of the problem when
 // name is not lower snake case or is a Go keyword.
-func GoName(name string) (string, string) {
+func deriveGoName(name string) (string, string) {
 	if name == "" {
 		return "", "empty name"
 	}
@@ -669,10 +724,10 @@ func GoName(name string) (string, string) {
 	return b.String(), ""
 }
 
-// Initialisms lists the words GoName writes in capitals: the initialisms of
-// Go's naming convention that staticcheck knows (ST1003), and the
-// algorithm names of sluice.
-func Initialisms() []string {
+// sortedInitialisms lists the words deriveGoName writes in capitals: the
+// initialisms of Go's naming convention that staticcheck knows (ST1003),
+// and the algorithm names of sluice.
+func sortedInitialisms() []string {
 	out := make([]string, 0, len(initialisms))
 	for w := range initialisms {
 		out = append(out, w)

@@ -19,11 +19,11 @@ import (
 // Version is the luagen version written into every generated file.
 const Version = "v0.1.0"
 
-// GenVersion is the generated-code version written into every generated
+// genVersion is the generated-code version written into every generated
 // file and checked against the runtime at compile time. It is the runtime's
 // own luart.GenVersion, so the generator and the runtime of one module
 // version always agree; it must lie within luart.MinVersion..MaxVersion.
-const GenVersion = luart.GenVersion
+const genVersion = luart.GenVersion
 
 // HeaderLine is the first line of every generated file. It matches Go's rule
 // for generated code: ^// Code generated .* DO NOT EDIT\.$
@@ -40,8 +40,8 @@ type File struct {
 	Src  []byte
 }
 
-// OutputPath is the generated file's path for a script at path.
-func OutputPath(path string) string { return path + ".go" }
+// outputPath is the generated file's path for a script at path.
+func outputPath(path string) string { return path + ".go" }
 
 // Generate parses every file and renders NAME.lua.go for each. All files
 // belong to the Go package pkg (they are generated side by side). It is
@@ -79,19 +79,19 @@ func Generate(pkg string, files []File) (map[string][]byte, error) {
 	}
 	out := make(map[string][]byte, len(scripts))
 	for _, s := range scripts {
-		b, err := Render(pkg, s)
+		b, err := render(pkg, s)
 		if err != nil {
 			return nil, err
 		}
-		out[OutputPath(s.Path)] = b
+		out[outputPath(s.Path)] = b
 	}
 	return out, nil
 }
 
 // identifiers lists the package-level Go names generated for s.
 func identifiers(s *Script) []string {
-	n := s.GoName
-	return []string{n, n + "Script", n + "Keys", n + "Args", n + "Result", n + "SHA1", unexport(n) + "Source"}
+	n := namesOf(s)
+	return []string{n.value, n.script, n.keys, n.args, n.result, n.sha, n.src}
 }
 
 // unexport turns an exported Go name into the unexported one Go code would
@@ -139,14 +139,15 @@ func ValidPackageName(name string) bool {
 	return name != "_" && token.IsIdentifier(name)
 }
 
-// SHA1 returns the lower-case hex SHA1 of src, as Redis' SCRIPT LOAD does.
-func SHA1(src []byte) string {
+// scriptSHA1 returns the lower-case hex SHA1 of src, as Redis' SCRIPT LOAD
+// does.
+func scriptSHA1(src []byte) string {
 	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])
 }
 
-// Render produces the Go file for one parsed script.
-func Render(pkg string, s *Script) ([]byte, error) {
+// render produces the Go file for one parsed script.
+func render(pkg string, s *Script) ([]byte, error) {
 	f := jen.NewFile(pkg)
 	f.ImportName(luartPath, "luart")
 	f.ImportName(rueidisPath, "rueidis")
@@ -155,40 +156,73 @@ func Render(pkg string, s *Script) ([]byte, error) {
 	f.HeaderComment("  luagen " + Version)
 	f.HeaderComment("source: " + filepath.ToSlash(filepath.Base(s.Path)))
 
-	n := s.GoName
-	file := filepath.Base(s.Path)
-	scriptT, keysT, argsT, resultT := n+"Script", n+"Keys", n+"Args", n+"Result"
-	shaC, srcC := n+"SHA1", unexport(n)+"Source"
+	n := namesOf(s)
+	addConsts(f, s, n)
+	addScriptVar(f, s, n)
+	addKeysType(f, s, n)
+	addArgsType(f, s, n)
+	addResultType(f, s, n)
+	addRunAndCall(f, s, n)
+	addDecoders(f, s, n)
 
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("gen: rendering %s: %w", s.Path, err)
+	}
+	return groupImports(buf.Bytes()), nil
+}
+
+// genNames are the names the file generated for a script uses.
+type genNames struct {
+	file                       string // the script's file name
+	value                      string // the script variable: the script's Go name
+	script, keys, args, result string // the types
+	sha, src                   string // the constants
+}
+
+func namesOf(s *Script) genNames {
+	n := s.GoName
+	return genNames{file: filepath.Base(s.Path), value: n,
+		script: n + "Script", keys: n + "Keys", args: n + "Args", result: n + "Result",
+		sha: n + "SHA1", src: unexport(n) + "Source"}
+}
+
+// addConsts adds the version check, the SHA1 and the source.
+func addConsts(f *jen.File, s *Script, n genNames) {
 	f.Comment("// Compile-time check that this file and the luart package it is built")
 	f.Comment("// with agree on the generated-code version; regenerate with luagen if not.")
 	f.Const().Defs(
-		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Lit(GenVersion).Op("-").Qual(luartPath, "MinVersion")),
-		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Qual(luartPath, "MaxVersion").Op("-").Lit(GenVersion)),
+		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Lit(genVersion).Op("-").Qual(luartPath, "MinVersion")),
+		jen.Id("_").Op("=").Qual(luartPath, "EnforceVersion").Call(jen.Qual(luartPath, "MaxVersion").Op("-").Lit(genVersion)),
 	)
 
-	f.Comment(fmt.Sprintf("// %s is the SHA1 of %s, as SCRIPT LOAD returns it.", shaC, file))
-	f.Const().Id(shaC).Op("=").Lit(SHA1(s.Source))
+	f.Comment(fmt.Sprintf("// %s is the SHA1 of %s, as SCRIPT LOAD returns it.", n.sha, n.file))
+	f.Const().Id(n.sha).Op("=").Lit(scriptSHA1(s.Source))
 
-	f.Comment(fmt.Sprintf("// %s is %s, byte for byte.", srcC, file))
-	f.Const().Id(srcC).Op("=").Add(sourceLiteral(s.Source))
+	f.Comment(fmt.Sprintf("// %s is %s, byte for byte.", n.src, n.file))
+	f.Const().Id(n.src).Op("=").Add(sourceLiteral(s.Source))
+}
 
-	f.Comment(docComment(scriptDoc(s, file)))
-	f.Var().Id(n).Op("=").Op("&").Id(scriptT).Values(
+// addScriptVar adds the script variable and its type.
+func addScriptVar(f *jen.File, s *Script, n genNames) {
+	f.Comment(docComment(scriptDoc(s, n.file)))
+	f.Var().Id(n.value).Op("=").Op("&").Id(n.script).Values(
 		jen.Id("Script").Op(":").Qual(luartPath, "Script").Values(
 			jen.Line().Id("Name").Op(":").Lit(s.Name),
-			jen.Line().Id("Source").Op(":").Id(srcC),
-			jen.Line().Id("SHA1").Op(":").Id(shaC),
+			jen.Line().Id("Source").Op(":").Id(n.src),
+			jen.Line().Id("SHA1").Op(":").Id(n.sha),
 			jen.Line().Id("ReadOnly").Op(":").Lit(s.ReadOnly).Op(",").Line(),
 		),
 	)
 
-	f.Comment(fmt.Sprintf("// %s runs %s; use the value %s.", scriptT, file, n))
-	f.Type().Id(scriptT).Struct(jen.Qual(luartPath, "Script"))
+	f.Comment(fmt.Sprintf("// %s runs %s; use the value %s.", n.script, n.file, n.value))
+	f.Type().Id(n.script).Struct(jen.Qual(luartPath, "Script"))
+}
 
-	// Keys.
-	f.Comment(fmt.Sprintf("// %s are the KEYS of %s, in order.", keysT, file))
-	f.Type().Id(keysT).StructFunc(func(g *jen.Group) {
+// addKeysType adds the struct of the KEYS.
+func addKeysType(f *jen.File, s *Script, n genNames) {
+	f.Comment(fmt.Sprintf("// %s are the KEYS of %s, in order.", n.keys, n.file))
+	f.Type().Id(n.keys).StructFunc(func(g *jen.Group) {
 		for i, k := range s.Keys {
 			g.Comment(docComment(fmt.Sprintf("%s is %s%s", k.GoName, position("KEYS", i, k.Variadic), docSuffix(k.Doc))))
 			st := g.Id(k.GoName)
@@ -198,9 +232,11 @@ func Render(pkg string, s *Script) ([]byte, error) {
 			st.String()
 		}
 	})
+}
 
-	// Args.
-	argsDoc := fmt.Sprintf("// %s are the ARGV of %s, in order.", argsT, file)
+// addArgsType adds the struct of the ARGV.
+func addArgsType(f *jen.File, s *Script, n genNames) {
+	argsDoc := fmt.Sprintf("// %s are the ARGV of %s, in order.", n.args, n.file)
 	for _, a := range s.Args {
 		if a.Optional {
 			argsDoc += "\n// A nil optional argument is sent as the empty string."
@@ -208,7 +244,7 @@ func Render(pkg string, s *Script) ([]byte, error) {
 		}
 	}
 	f.Comment(argsDoc)
-	f.Type().Id(argsT).StructFunc(func(g *jen.Group) {
+	f.Type().Id(n.args).StructFunc(func(g *jen.Group) {
 		for i, a := range s.Args {
 			g.Comment(docComment(fmt.Sprintf("%s is %s%s", a.GoName, position("ARGV", i, a.Variadic), docSuffix(a.Doc))))
 			st := g.Id(a.GoName)
@@ -221,10 +257,12 @@ func Render(pkg string, s *Script) ([]byte, error) {
 			st.Add(goType(a.Type))
 		}
 	})
+}
 
-	// Result.
-	f.Comment(fmt.Sprintf("// %s is the reply of %s.", resultT, file))
-	f.Type().Id(resultT).StructFunc(func(g *jen.Group) {
+// addResultType adds the struct of the reply.
+func addResultType(f *jen.File, s *Script, n genNames) {
+	f.Comment(fmt.Sprintf("// %s is the reply of %s.", n.result, n.file))
+	f.Type().Id(n.result).StructFunc(func(g *jen.Group) {
 		for i, r := range s.Returns {
 			if r.Variadic {
 				g.Comment(docComment(fmt.Sprintf("%s is reply elements %d..n, zero or more%s", r.GoName, i+1, docSuffix(r.Doc))))
@@ -235,78 +273,78 @@ func Render(pkg string, s *Script) ([]byte, error) {
 			g.Id(r.GoName).Add(goType(r.Type))
 		}
 	})
+}
 
-	recv := jen.Id("s").Op("*").Id(scriptT)
+// receiver is the receiver of the script type's methods.
+func receiver(n genNames) *jen.Statement { return jen.Id("s").Op("*").Id(n.script) }
 
-	// Run.
+// addRunAndCall adds the methods Run and Call.
+func addRunAndCall(f *jen.File, s *Script, n genNames) {
 	f.Comment("// Run executes the script with EVALSHA" + roSuffix(s) + ", sending it once with EVAL" + roSuffix(s) + "\n// when the server does not have it, and decodes the reply.")
-	f.Func().Params(recv.Clone()).Id("Run").Params(
+	f.Func().Params(receiver(n)).Id("Run").Params(
 		jen.Id("ctx").Qual("context", "Context"),
 		jen.Id("client").Qual(rueidisPath, "CommandClient"),
-		jen.Id("keys").Id(keysT),
-		jen.Id("args").Id(argsT),
-	).Params(jen.Id(resultT), jen.Error()).Block(
+		jen.Id("keys").Id(n.keys),
+		jen.Id("args").Id(n.args),
+	).Params(jen.Id(n.result), jen.Error()).Block(
 		jen.Return(jen.Id("s").Dot("Decode").Call(
 			jen.Qual(luartPath, "Do").Call(jen.Id("ctx"), jen.Id("client"), jen.Id("s").Dot("Call").Call(jen.Id("keys"), jen.Id("args"))),
 		)),
 	)
 
-	// Call.
 	f.Comment("// Call builds the call without sending it. Pass many calls to luart.Exec to\n// send them in one round trip, then decode each result with Decode.")
-	f.Func().Params(recv.Clone()).Id("Call").Params(
-		jen.Id("keys").Id(keysT),
-		jen.Id("args").Id(argsT),
+	f.Func().Params(receiver(n)).Id("Call").Params(
+		jen.Id("keys").Id(n.keys),
+		jen.Id("args").Id(n.args),
 	).Qual(luartPath, "Call").Block(callBody(s)...)
+}
 
-	// Decode.
-	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script, as rueidis returns\n// it, as %s. Server errors and replies of the wrong shape come back as\n// *luart.Error.", resultT))
-	f.Func().Params(recv.Clone()).Id("Decode").Params(
+// addDecoders adds the methods Decode and DecodeReply.
+func addDecoders(f *jen.File, s *Script, n genNames) {
+	f.Comment(fmt.Sprintf("// Decode reads the result of one call of this script, as rueidis returns\n// it, as %s. Server errors and replies of the wrong shape come back as\n// *luart.Error.", n.result))
+	f.Func().Params(receiver(n)).Id("Decode").Params(
 		jen.Id("res").Qual(rueidisPath, "RedisResult"),
-	).Params(jen.Id(resultT), jen.Error()).Block(
+	).Params(jen.Id(n.result), jen.Error()).Block(
 		jen.Return(jen.Id("s").Dot("DecodeReply").Call(jen.Qual(luartPath, "FromRueidis").Call(jen.Id("res")))),
 	)
 
-	// DecodeReply.
 	f.Comment("// DecodeReply is Decode for a reply from any client (luart.Reply): from\n// go-redis, luart.FromValue(cmd.Result()).")
-	f.Func().Params(recv.Clone()).Id("DecodeReply").Params(
+	f.Func().Params(receiver(n)).Id("DecodeReply").Params(
 		jen.Id("res").Qual(luartPath, "Reply"),
-	).Params(jen.Id(resultT), jen.Error()).BlockFunc(func(g *jen.Group) {
-		listReply := len(s.Returns) > 0 && s.Returns[len(s.Returns)-1].Variadic
-		if listReply {
-			g.Id("d").Op(":=").Qual(luartPath, "NewListReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)-1))
-		} else {
-			g.Id("d").Op(":=").Qual(luartPath, "NewReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
-		}
-		if len(s.Returns) > 0 {
-			g.Id("r").Op(":=").Id(resultT).ValuesFunc(func(v *jen.Group) {
-				for i, r := range s.Returns {
-					method := decodeMethod(r.Type)
-					if r.Variadic {
-						method += "s"
-					}
-					st := jen.Line().Id(r.GoName).Op(":").Id("d").Dot(method).Call(jen.Lit(i), jen.Lit(r.Name))
-					if i == len(s.Returns)-1 {
-						st.Op(",").Line()
-					}
-					v.Add(st)
-				}
-			})
-		}
-		g.If(jen.Err().Op(":=").Id("d").Dot("Err").Call(), jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Id(resultT).Values(), jen.Err()),
-		)
-		if len(s.Returns) > 0 {
-			g.Return(jen.Id("r"), jen.Nil())
-		} else {
-			g.Return(jen.Id(resultT).Values(), jen.Nil())
-		}
-	})
+	).Params(jen.Id(n.result), jen.Error()).BlockFunc(func(g *jen.Group) { decodeReplyBody(g, s, n) })
+}
 
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("gen: rendering %s: %w", s.Path, err)
+// decodeReplyBody adds the statements of DecodeReply to g.
+func decodeReplyBody(g *jen.Group, s *Script, n genNames) {
+	listReply := len(s.Returns) > 0 && s.Returns[len(s.Returns)-1].Variadic
+	if listReply {
+		g.Id("d").Op(":=").Qual(luartPath, "NewListReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)-1))
+	} else {
+		g.Id("d").Op(":=").Qual(luartPath, "NewReplyDecoder").Call(jen.Op("&").Id("s").Dot("Script"), jen.Id("res"), jen.Lit(len(s.Returns)))
 	}
-	return groupImports(buf.Bytes()), nil
+	if len(s.Returns) > 0 {
+		g.Id("r").Op(":=").Id(n.result).ValuesFunc(func(v *jen.Group) {
+			for i, r := range s.Returns {
+				method := decodeMethod(r.Type)
+				if r.Variadic {
+					method += "s"
+				}
+				st := jen.Line().Id(r.GoName).Op(":").Id("d").Dot(method).Call(jen.Lit(i), jen.Lit(r.Name))
+				if i == len(s.Returns)-1 {
+					st.Op(",").Line()
+				}
+				v.Add(st)
+			}
+		})
+	}
+	g.If(jen.Err().Op(":=").Id("d").Dot("Err").Call(), jen.Err().Op("!=").Nil()).Block(
+		jen.Return(jen.Id(n.result).Values(), jen.Err()),
+	)
+	if len(s.Returns) > 0 {
+		g.Return(jen.Id("r"), jen.Nil())
+	} else {
+		g.Return(jen.Id(n.result).Values(), jen.Nil())
+	}
 }
 
 // groupImports puts a blank line between the standard library imports and
@@ -386,86 +424,13 @@ func position(table string, i int, variadic bool) string {
 // with the exact capacity and appended to. Keys is capped at its length, so
 // appending to it never overwrites Args.
 func callBody(s *Script) []jen.Code {
-	var keys, args []jen.Code // the fixed entries
-	var moreKeys, moreArgs *Field
-	for i := range s.Keys {
-		if k := &s.Keys[i]; k.Variadic {
-			moreKeys = k
-		} else {
-			keys = append(keys, jen.Id("keys").Dot(k.GoName))
-		}
-	}
-	for i := range s.Args {
-		if a := &s.Args[i]; a.Variadic {
-			moreArgs = a
-		} else {
-			args = append(args, formatArg(*a))
-		}
-	}
-	v := func() *jen.Statement { return jen.Id("v") }
+	c := callEntries(s)
 	var body []jen.Code
 	var keysExpr, argsExpr jen.Code
-	if moreKeys == nil && moreArgs == nil {
-		switch {
-		case len(keys) == 0 && len(args) == 0:
-		case len(args) == 0:
-			keysExpr = jen.Index().String().Values(keys...)
-		case len(keys) == 0:
-			argsExpr = jen.Index().String().Values(args...)
-		default:
-			body = append(body, v().Op(":=").Index().String().Values(append(keys, args...)...))
-			keysExpr = v().Index(jen.Empty(), jen.Lit(len(keys)), jen.Lit(len(keys)))
-			argsExpr = v().Index(jen.Lit(len(keys)), jen.Empty())
-		}
+	if c.moreKeys == nil && c.moreArgs == nil {
+		body, keysExpr, argsExpr = c.fixedCall()
 	} else {
-		var terms []jen.Code
-		if n := len(keys) + len(args); n > 0 {
-			terms = append(terms, jen.Lit(n))
-		}
-		if moreKeys != nil {
-			terms = append(terms, jen.Len(jen.Id("keys").Dot(moreKeys.GoName)))
-		}
-		if moreArgs != nil {
-			terms = append(terms, jen.Len(jen.Id("args").Dot(moreArgs.GoName)))
-		}
-		capacity := jen.Add(terms[0])
-		for _, t := range terms[1:] {
-			capacity.Op("+").Add(t)
-		}
-		body = append(body, v().Op(":=").Make(jen.Index().String(), jen.Lit(0), capacity))
-		if len(keys) > 0 {
-			body = append(body, v().Op("=").Append(append([]jen.Code{v()}, keys...)...))
-		}
-		if moreKeys != nil {
-			body = append(body, v().Op("=").Append(v(), jen.Id("keys").Dot(moreKeys.GoName).Op("...")))
-		}
-		split := func() *jen.Statement { return jen.Lit(len(keys)) }
-		if moreKeys != nil && len(s.Args) > 0 {
-			body = append(body, jen.Id("n").Op(":=").Len(v()))
-			split = func() *jen.Statement { return jen.Id("n") }
-		}
-		if len(args) > 0 {
-			body = append(body, v().Op("=").Append(append([]jen.Code{v()}, args...)...))
-		}
-		if moreArgs != nil {
-			list := jen.Id("args").Dot(moreArgs.GoName)
-			if moreArgs.Type == String {
-				body = append(body, v().Op("=").Append(v(), list.Op("...")))
-			} else {
-				body = append(body, jen.For(jen.List(jen.Id("_"), jen.Id("x")).Op(":=").Range().Add(list)).Block(
-					v().Op("=").Append(v(), jen.Qual(luartPath, "Format"+typeFunc(moreArgs.Type)).Call(jen.Id("x"))),
-				))
-			}
-		}
-		switch {
-		case len(s.Args) == 0:
-			keysExpr = v()
-		case len(s.Keys) == 0:
-			argsExpr = v()
-		default:
-			keysExpr = v().Index(jen.Empty(), split(), split())
-			argsExpr = v().Index(split(), jen.Empty())
-		}
+		body, keysExpr, argsExpr = c.growingCall(s)
 	}
 	fields := []jen.Code{jen.Line().Id("Script").Op(":").Op("&").Id("s").Dot("Script")}
 	if keysExpr != nil {
@@ -476,6 +441,117 @@ func callBody(s *Script) []jen.Code {
 	}
 	fields[len(fields)-1] = jen.Add(fields[len(fields)-1]).Op(",").Line()
 	return append(body, jen.Return(jen.Qual(luartPath, "Call").Values(fields...)))
+}
+
+// callParts are the entries of a call: the fixed ones, and the variadic
+// key and list argument, when the script has them.
+type callParts struct {
+	keys, args         []jen.Code
+	moreKeys, moreArgs *Field
+}
+
+func callEntries(s *Script) callParts {
+	var c callParts
+	for i := range s.Keys {
+		if k := &s.Keys[i]; k.Variadic {
+			c.moreKeys = k
+		} else {
+			c.keys = append(c.keys, jen.Id("keys").Dot(k.GoName))
+		}
+	}
+	for i := range s.Args {
+		if a := &s.Args[i]; a.Variadic {
+			c.moreArgs = a
+		} else {
+			c.args = append(c.args, formatArg(*a))
+		}
+	}
+	return c
+}
+
+// callSlice is the slice that holds KEYS and ARGV in Call.
+func callSlice() *jen.Statement { return jen.Id("v") }
+
+// fixedCall builds a call of fixed entries only: one composite literal.
+func (c callParts) fixedCall() (body []jen.Code, keysExpr, argsExpr jen.Code) {
+	v := callSlice
+	switch {
+	case len(c.keys) == 0 && len(c.args) == 0:
+	case len(c.args) == 0:
+		keysExpr = jen.Index().String().Values(c.keys...)
+	case len(c.keys) == 0:
+		argsExpr = jen.Index().String().Values(c.args...)
+	default:
+		body = append(body, v().Op(":=").Index().String().Values(append(c.keys, c.args...)...))
+		keysExpr = v().Index(jen.Empty(), jen.Lit(len(c.keys)), jen.Lit(len(c.keys)))
+		argsExpr = v().Index(jen.Lit(len(c.keys)), jen.Empty())
+	}
+	return body, keysExpr, argsExpr
+}
+
+// growingCall builds a call with a variadic key or a list argument: a
+// slice made with the exact capacity, and appended to.
+func (c callParts) growingCall(s *Script) (body []jen.Code, keysExpr, argsExpr jen.Code) {
+	v := callSlice
+	body = append(body, v().Op(":=").Make(jen.Index().String(), jen.Lit(0), c.capacity()))
+	if len(c.keys) > 0 {
+		body = append(body, v().Op("=").Append(append([]jen.Code{v()}, c.keys...)...))
+	}
+	if c.moreKeys != nil {
+		body = append(body, v().Op("=").Append(v(), jen.Id("keys").Dot(c.moreKeys.GoName).Op("...")))
+	}
+	split := func() *jen.Statement { return jen.Lit(len(c.keys)) }
+	if c.moreKeys != nil && len(s.Args) > 0 {
+		body = append(body, jen.Id("n").Op(":=").Len(v()))
+		split = func() *jen.Statement { return jen.Id("n") }
+	}
+	if len(c.args) > 0 {
+		body = append(body, v().Op("=").Append(append([]jen.Code{v()}, c.args...)...))
+	}
+	if c.moreArgs != nil {
+		body = append(body, c.appendList())
+	}
+	switch {
+	case len(s.Args) == 0:
+		keysExpr = v()
+	case len(s.Keys) == 0:
+		argsExpr = v()
+	default:
+		keysExpr = v().Index(jen.Empty(), split(), split())
+		argsExpr = v().Index(split(), jen.Empty())
+	}
+	return body, keysExpr, argsExpr
+}
+
+// capacity is the exact length of a growing call's slice.
+func (c callParts) capacity() *jen.Statement {
+	var terms []jen.Code
+	if n := len(c.keys) + len(c.args); n > 0 {
+		terms = append(terms, jen.Lit(n))
+	}
+	if c.moreKeys != nil {
+		terms = append(terms, jen.Len(jen.Id("keys").Dot(c.moreKeys.GoName)))
+	}
+	if c.moreArgs != nil {
+		terms = append(terms, jen.Len(jen.Id("args").Dot(c.moreArgs.GoName)))
+	}
+	capacity := jen.Add(terms[0])
+	for _, t := range terms[1:] {
+		capacity.Op("+").Add(t)
+	}
+	return capacity
+}
+
+// appendList appends the list argument, formatted unless it is of strings.
+func (c callParts) appendList() jen.Code {
+	v := callSlice
+	list := jen.Id("args").Dot(c.moreArgs.GoName)
+	if c.moreArgs.Type == String {
+		return v().Op("=").Append(v(), list.Op("..."))
+	}
+	return jen.For(jen.List(jen.Id("_"), jen.Id("x")).Op(":=").Range().Add(list)).Block(
+		v().Op("=").Append(v(), jen.Qual(luartPath, "Format"+typeFunc(c.moreArgs.Type)).Call(jen.Id("x"))),
+	)
 }
 
 // typeFunc is the suffix of the luart Format and Decoder methods of t.

@@ -194,33 +194,10 @@ func (l *linter) expr(e ast.Expr) {
 	switch e := e.(type) {
 	case nil:
 	case *ast.IdentExpr:
-		if l.sc.declared(e.Value) {
-			return
-		}
-		switch e.Value {
-		case "KEYS":
-			l.keys.dynamic = true
-		case "ARGV":
-			l.args.dynamic = true
-		}
-		if !knownGlobals[e.Value] && !l.written[e.Value] {
-			l.f.add(CheckUndefinedGlobal, e.Line(), l.f.wordCol(e.Line(), e.Value),
-				"%s is not defined: a global that does not exist is an error in Redis (declare it local)", e.Value)
-		}
+		l.ident(e)
 	case *ast.AttrGetExpr:
-		if id, ok := e.Object.(*ast.IdentExpr); ok && !l.sc.declared(id.Value) && (id.Value == "KEYS" || id.Value == "ARGV") {
-			if n, ok := e.Key.(*ast.NumberExpr); ok {
-				if i, err := strconv.Atoi(n.Value); err == nil {
-					use := &l.keys
-					if id.Value == "ARGV" {
-						use = &l.args
-					}
-					if _, seen := use.lines[i]; !seen {
-						use.lines[i] = line(e, id)
-					}
-					return
-				}
-			}
+		if l.constIndex(e) {
+			return
 		}
 		l.expr(e.Object)
 		l.expr(e.Key)
@@ -255,6 +232,49 @@ func (l *linter) expr(e ast.Expr) {
 	case *ast.FunctionExpr:
 		l.function(e, false)
 	}
+}
+
+// ident checks a name read: a global that is not defined, or KEYS or ARGV
+// read whole (their use is then dynamic).
+func (l *linter) ident(e *ast.IdentExpr) {
+	if l.sc.declared(e.Value) {
+		return
+	}
+	switch e.Value {
+	case "KEYS":
+		l.keys.dynamic = true
+	case "ARGV":
+		l.args.dynamic = true
+	}
+	if !knownGlobals[e.Value] && !l.written[e.Value] {
+		l.f.add(CheckUndefinedGlobal, e.Line(), l.f.wordCol(e.Line(), e.Value),
+			"%s is not defined: a global that does not exist is an error in Redis (declare it local)", e.Value)
+	}
+}
+
+// constIndex records KEYS[i] or ARGV[i] with a constant i, the first line
+// each index is read on, and reports whether e is one.
+func (l *linter) constIndex(e *ast.AttrGetExpr) bool {
+	id, ok := e.Object.(*ast.IdentExpr)
+	if !ok || l.sc.declared(id.Value) || (id.Value != "KEYS" && id.Value != "ARGV") {
+		return false
+	}
+	n, ok := e.Key.(*ast.NumberExpr)
+	if !ok {
+		return false
+	}
+	i, err := strconv.Atoi(n.Value)
+	if err != nil {
+		return false
+	}
+	use := &l.keys
+	if id.Value == "ARGV" {
+		use = &l.args
+	}
+	if _, seen := use.lines[i]; !seen {
+		use.lines[i] = line(e, id)
+	}
+	return true
 }
 
 func (l *linter) globalWrite(name string, line int) {

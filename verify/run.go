@@ -109,156 +109,240 @@ func RunStepFile(ctx context.Context, path string, envs ...Env) (*Report, error)
 // The error result is for failures to run (I/O, a closed env); what the
 // steps find is in the Report.
 func RunSteps(ctx context.Context, script string, steps []*Step, envs ...Env) (*Report, error) {
-	rep := &Report{}
-	for _, e := range envs {
-		rep.Envs = append(rep.Envs, e.Name())
-	}
-	var probe *Sandbox
-	needProbe := false
-	for _, e := range envs {
-		if sb, ok := e.(*Sandbox); ok && probe == nil {
-			probe = sb
-		}
-		if !e.VirtualClock() {
-			needProbe = true
-		}
-	}
-	all := envs
-	ownProbe := false
-	if needProbe && probe == nil {
+	r := newStepRunner(script, envs)
+	if r.needProbe && r.probe == nil {
 		sb, err := NewSandbox()
 		if err != nil {
 			return nil, err
 		}
 		defer sb.Close()
-		probe, ownProbe = sb, true
-		all = append([]Env{sb}, envs...)
+		r.probe, r.ownProbe = sb, true
+		r.all = append([]Env{sb}, envs...)
 	}
-	for _, e := range all {
+	for _, e := range r.all {
 		if err := e.Reset(ctx); err != nil {
 			return nil, fmt.Errorf("verify: reset %s: %w", e.Name(), err)
 		}
 	}
-	diverged := make([]bool, len(envs))
-	var expiries map[string]time.Duration
 	for _, st := range steps {
-		at := StartTime.Add(st.At)
-		keys, args := expand(st.Keys, at), expand(st.Args, at)
-		fail := func(env, what, want, got string) {
-			rep.Failures = append(rep.Failures, Failure{Step: st, Env: env, What: what, Want: want, Got: got, Keys: keys, Args: args, At: at})
-		}
-		for _, e := range all {
-			var err error
-			if c, ok := e.(virtualSetter); ok && needProbe {
-				c.setVirtualTime(at) // the synchronisation before the step sets the TTLs
-			} else {
-				err = e.SetTime(ctx, at)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("verify: set time on %s: %w", e.Name(), err)
-			}
-		}
-		// The reference's keys and TTLs at this instant, before the step.
-		if needProbe {
-			expiries = probe.expiries()
-		}
-		if ownProbe {
-			if _, err := execStep(ctx, probe, script, st, at, keys, args); err != nil {
-				return nil, err
-			}
-		}
-		results := make([]*stepResult, len(envs))
-		for i, e := range envs {
-			var r *stepResult
-			var err error
-			switch a, synced := e.(syncedStepper); {
-			case !e.VirtualClock() && !diverged[i] && synced:
-				r, err = a.syncedStep(ctx, expiries, st, at, script, keys, args, len(envs) > 1)
-			case !e.VirtualClock() && !diverged[i]:
-				started := time.Now()
-				if err := syncExpiry(ctx, expiries, e); err != nil {
-					return nil, err
-				}
-				r, err = runStep(ctx, e, script, st, at, keys, args)
-				if r != nil {
-					r.started = started
-				}
-			default:
-				r, err = runStep(ctx, e, script, st, at, keys, args)
-			}
-			if err != nil {
-				return nil, err
-			}
-			results[i] = r
-		}
-		readsTime := probe != nil && calledTime(probe.LastRun())
-		for i, e := range envs {
-			if diverged[i] {
-				continue
-			}
-			if readsTime && !e.VirtualClock() {
-				diverged[i] = true
-				rep.Notes = append(rep.Notes, fmt.Sprintf("step %q reads TIME, which %s cannot set: not checked there from this step on (pass the time as an argument, e.g. $now)", st.Name, e.Name()))
-				continue
-			}
-			r := results[i]
-			if err := r.read(ctx, e, st, at, len(envs) > 1); err != nil {
-				return nil, err
-			}
-			if st.Reply != nil && !st.Reply.Match(r.reply) {
-				fail(e.Name(), "reply", st.Reply.String(), r.reply.String())
-			}
-			for j, tc := range st.TTLs {
-				tol := time.Duration(tc.Tolerance) * time.Millisecond
-				if !e.VirtualClock() {
-					tol = max(tol, r.slack())
-				}
-				if got := r.ttls[j]; got.Kind != KindInt || !ttlMatches(tc.PTTL, got.Int, tol, !e.VirtualClock()) {
-					fail(e.Name(), "ttl "+tc.Key, tc.String(), got.String())
-				}
-			}
-			for j, ex := range st.Expects {
-				if got := r.expects[j]; !ex.Reply.Match(got) {
-					fail(e.Name(), strings.Join(ex.Args, " "), ex.Reply.String(), got.String())
-				}
-			}
-		}
-		// Differential: every env against the first one still compared.
-		ref := -1
-		for i := range envs {
-			if diverged[i] {
-				continue
-			}
-			if ref < 0 {
-				ref = i
-				continue
-			}
-			pair := envs[ref].Name() + " vs " + envs[i].Name()
-			a, b := results[ref], results[i]
-			if !agree(st.Reply, a.reply, b.reply) {
-				fail(pair, "reply", a.reply.String(), b.reply.String())
-			}
-			tol, onReal := time.Duration(0), false
-			for j, r := range []*stepResult{a, b} {
-				if !envs[[]int{ref, i}[j]].VirtualClock() {
-					tol, onReal = max(tol, r.slack()), true
-				}
-			}
-			if d := diffStates(a.state, b.state, tol, onReal); d != "" {
-				fail(pair, "keyspace", formatStates(a.state), formatStates(b.state)+"\n    difference: "+d)
-			}
-		}
-		rep.Steps++
-	}
-	// Leave the real servers' TTLs as the reference's at the last instant.
-	for i, e := range envs {
-		if !e.VirtualClock() && !diverged[i] && expiries != nil {
-			if err := syncExpiry(ctx, probe.expiries(), e); err != nil {
-				return nil, err
-			}
+		if err := r.step(ctx, st); err != nil {
+			return nil, err
 		}
 	}
-	return rep, nil
+	if err := r.leaveExpiries(ctx); err != nil {
+		return nil, err
+	}
+	return r.rep, nil
+}
+
+// stepRunner is what RunSteps keeps from one step to the next.
+type stepRunner struct {
+	script string
+	envs   []Env // the envs compared
+	all    []Env // every env whose clock is set: envs, after the probe when it is RunSteps' own
+	// probe is the reference sandbox: the first Sandbox among envs, or one
+	// RunSteps runs itself (ownProbe) when an env has no virtual clock
+	// (needProbe) and no Sandbox is among envs.
+	probe     *Sandbox
+	needProbe bool
+	ownProbe  bool
+	diverged  []bool                   // per env: left out since a step read TIME
+	expiries  map[string]time.Duration // the probe's keys and TTLs before the last step
+	rep       *Report
+}
+
+func newStepRunner(script string, envs []Env) *stepRunner {
+	r := &stepRunner{script: script, envs: envs, all: envs, diverged: make([]bool, len(envs)), rep: &Report{}}
+	for _, e := range envs {
+		r.rep.Envs = append(r.rep.Envs, e.Name())
+		if sb, ok := e.(*Sandbox); ok && r.probe == nil {
+			r.probe = sb
+		}
+		if !e.VirtualClock() {
+			r.needProbe = true
+		}
+	}
+	return r
+}
+
+// stepCall is one step at its instant, with its KEYS and ARGV expanded.
+type stepCall struct {
+	st         *Step
+	at         time.Time
+	keys, args []string
+}
+
+// fail reports a failure of the step on env.
+func (r *stepRunner) fail(c *stepCall, env, what, want, got string) {
+	r.rep.Failures = append(r.rep.Failures, Failure{Step: c.st, Env: env, What: what, Want: want, Got: got, Keys: c.keys, Args: c.args, At: c.at})
+}
+
+// step runs one step on every env, checks it and compares the envs.
+func (r *stepRunner) step(ctx context.Context, st *Step) error {
+	at := StartTime.Add(st.At)
+	c := &stepCall{st: st, at: at, keys: expand(st.Keys, at), args: expand(st.Args, at)}
+	if err := r.setTime(ctx, at); err != nil {
+		return err
+	}
+	// The reference's keys and TTLs at this instant, before the step.
+	if r.needProbe {
+		r.expiries = r.probe.expiries()
+	}
+	if r.ownProbe {
+		if _, err := execStep(ctx, r.probe, r.script, st, at, c.keys, c.args); err != nil {
+			return err
+		}
+	}
+	results := make([]*stepResult, len(r.envs))
+	for i, e := range r.envs {
+		res, err := r.run(ctx, i, e, c)
+		if err != nil {
+			return err
+		}
+		results[i] = res
+	}
+	if err := r.check(ctx, c, results); err != nil {
+		return err
+	}
+	r.compare(c, results)
+	r.rep.Steps++
+	return nil
+}
+
+// setTime sets every env's clock to at.
+func (r *stepRunner) setTime(ctx context.Context, at time.Time) error {
+	for _, e := range r.all {
+		var err error
+		if c, ok := e.(virtualSetter); ok && r.needProbe {
+			c.setVirtualTime(at) // the synchronisation before the step sets the TTLs
+		} else {
+			err = e.SetTime(ctx, at)
+		}
+		if err != nil {
+			return fmt.Errorf("verify: set time on %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// run runs the step on env i, e: on a real server still compared, after
+// setting its expiries from the reference's.
+func (r *stepRunner) run(ctx context.Context, i int, e Env, c *stepCall) (*stepResult, error) {
+	synced, isSynced := e.(syncedStepper)
+	switch {
+	case !e.VirtualClock() && !r.diverged[i] && isSynced:
+		return synced.syncedStep(ctx, r.expiries, c.st, c.at, r.script, c.keys, c.args, len(r.envs) > 1)
+	case !e.VirtualClock() && !r.diverged[i]:
+		started := time.Now()
+		if err := syncExpiry(ctx, r.expiries, e); err != nil {
+			return nil, err
+		}
+		res, err := runStep(ctx, e, r.script, c.st, c.at, c.keys, c.args)
+		if res != nil {
+			res.started = started
+		}
+		return res, err
+	default:
+		return runStep(ctx, e, r.script, c.st, c.at, c.keys, c.args)
+	}
+}
+
+// check checks the step's expectations on every env still compared; a
+// real server is left out from a step that reads TIME on.
+func (r *stepRunner) check(ctx context.Context, c *stepCall, results []*stepResult) error {
+	readsTime := r.probe != nil && calledTime(r.probe.LastRun())
+	for i, e := range r.envs {
+		if r.diverged[i] {
+			continue
+		}
+		if readsTime && !e.VirtualClock() {
+			r.diverged[i] = true
+			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("step %q reads TIME, which %s cannot set: not checked there from this step on (pass the time as an argument, e.g. $now)", c.st.Name, e.Name()))
+			continue
+		}
+		if err := r.checkEnv(ctx, c, e, results[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEnv checks the reply, the TTLs and the expectations of the step on
+// e, which returned res.
+func (r *stepRunner) checkEnv(ctx context.Context, c *stepCall, e Env, res *stepResult) error {
+	st := c.st
+	if err := res.read(ctx, e, st, c.at, len(r.envs) > 1); err != nil {
+		return err
+	}
+	if st.Reply != nil && !st.Reply.Match(res.reply) {
+		r.fail(c, e.Name(), "reply", st.Reply.String(), res.reply.String())
+	}
+	for j, tc := range st.TTLs {
+		tol := time.Duration(tc.Tolerance) * time.Millisecond
+		if !e.VirtualClock() {
+			tol = max(tol, res.slack())
+		}
+		if got := res.ttls[j]; got.Kind != KindInt || !ttlMatches(tc.PTTL, got.Int, tol, !e.VirtualClock()) {
+			r.fail(c, e.Name(), "ttl "+tc.Key, tc.String(), got.String())
+		}
+	}
+	for j, ex := range st.Expects {
+		if got := res.expects[j]; !ex.Reply.Match(got) {
+			r.fail(c, e.Name(), strings.Join(ex.Args, " "), ex.Reply.String(), got.String())
+		}
+	}
+	return nil
+}
+
+// compare is the differential: every env against the first one still
+// compared, reply and keyspace.
+func (r *stepRunner) compare(c *stepCall, results []*stepResult) {
+	ref := -1
+	for i := range r.envs {
+		if r.diverged[i] {
+			continue
+		}
+		if ref < 0 {
+			ref = i
+			continue
+		}
+		pair := r.envs[ref].Name() + " vs " + r.envs[i].Name()
+		a, b := results[ref], results[i]
+		if !agree(c.st.Reply, a.reply, b.reply) {
+			r.fail(c, pair, "reply", a.reply.String(), b.reply.String())
+		}
+		tol, onReal := pairSlack(r.envs[ref], a, r.envs[i], b)
+		if d := diffStates(a.state, b.state, tol, onReal); d != "" {
+			r.fail(c, pair, "keyspace", formatStates(a.state), formatStates(b.state)+"\n    difference: "+d)
+		}
+	}
+}
+
+// pairSlack is how far the TTLs of two envs' keyspaces may differ: the
+// larger slack of those that are real servers, and whether one is.
+func pairSlack(ea Env, a *stepResult, eb Env, b *stepResult) (tol time.Duration, onReal bool) {
+	for _, p := range []struct {
+		e Env
+		r *stepResult
+	}{{ea, a}, {eb, b}} {
+		if !p.e.VirtualClock() {
+			tol, onReal = max(tol, p.r.slack()), true
+		}
+	}
+	return tol, onReal
+}
+
+// leaveExpiries leaves the real servers' TTLs as the reference's at the
+// last instant.
+func (r *stepRunner) leaveExpiries(ctx context.Context) error {
+	for i, e := range r.envs {
+		if !e.VirtualClock() && !r.diverged[i] && r.expiries != nil {
+			if err := syncExpiry(ctx, r.probe.expiries(), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // stepResult is what one env did in one step: the reply, and what the

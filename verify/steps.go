@@ -101,135 +101,186 @@ func ReadStepFile(path string) (*StepFile, error) {
 // ParseStepFile parses a step file. On failure the error is a
 // gen.ErrorList holding every problem, each as path:LINE:COL: message.
 func ParseStepFile(path string, data []byte) (*StepFile, error) {
-	sf := &StepFile{Path: path}
-	var errs gen.ErrorList
-	add := func(line, col int, format string, args ...any) {
-		errs = append(errs, &gen.Error{Path: path, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
-	}
+	p := &stepParser{sf: &StepFile{Path: path}, names: map[string]int{}}
 	if !utf8.Valid(data) {
-		add(1, 1, "step file is not valid UTF-8")
-		return nil, errs
+		p.add(1, 1, "step file is not valid UTF-8")
+		return nil, p.errs
 	}
-	lines := strings.Split(string(data), "\n")
-	var doc []string
-	var cur *Step
-	var prev *Step
-	seenReply := false
-	names := map[string]int{}
-	for i, raw := range lines {
-		lineNo := i + 1
-		text := strings.TrimRight(raw, "\r")
-		if name, ok := stepHeader(text); ok {
-			if cur != nil {
-				sf.Steps = append(sf.Steps, cur)
-				prev = cur
-			}
-			cur = &Step{Name: name, Line: lineNo}
-			if prev != nil {
-				cur.At, cur.Keys, cur.Args = prev.At, prev.Keys, prev.Args
-			}
-			if first, dup := names[name]; dup {
-				add(lineNo, 4, "step %q already defined on line %d", name, first)
-			}
-			names[name] = lineNo
-			seenReply = false
-			continue
-		}
-		if cur == nil {
-			doc = append(doc, text)
-			continue
-		}
-		trimmed := strings.TrimLeft(text, " \t")
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
-			continue
-		}
-		col := len(text) - len(trimmed) + 1
-		directive, rest, _ := strings.Cut(trimmed, " ")
-		rest = strings.TrimSpace(rest)
-		restCol := col + len(trimmed) - len(strings.TrimLeft(trimmed[len(directive):], " \t"))
-		switch directive {
-		case "at":
-			d, err := parseAt(rest)
-			if err != nil {
-				add(lineNo, restCol, "%v", err)
-				continue
-			}
-			if prev != nil && d < prev.At {
-				add(lineNo, restCol, "time goes backwards: %v is before the previous step's %v", d, prev.At)
-				continue
-			}
-			cur.At = d
-		case "keys", "args":
-			words, err := splitWords(rest)
-			if err != nil {
-				add(lineNo, restCol, "%v", err)
-				continue
-			}
-			if directive == "keys" {
-				cur.Keys = words
-			} else {
-				cur.Args = words
-			}
-		case "do":
-			words, err := splitWords(rest)
-			if err != nil || len(words) == 0 {
-				add(lineNo, restCol, "do needs a command: do CMD ARG...")
-				continue
-			}
-			cur.Do = append(cur.Do, Command{Args: words, Line: lineNo})
-		case "reply":
-			if seenReply {
-				add(lineNo, col, "reply given twice in step %q", cur.Name)
-				continue
-			}
-			seenReply = true
-			r, err := ParseReply(rest)
-			if err != nil {
-				add(lineNo, restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
-				continue
-			}
-			cur.Reply = &r
-		case "ttl":
-			words, err := splitWords(rest)
-			if err != nil || len(words) != 2 {
-				add(lineNo, restCol, "ttl needs a key and milliseconds: ttl KEY MS[±TOLERANCE] (-1: no TTL, -2: no key)")
-				continue
-			}
-			tc, ok := parseTTL(words[1])
-			if !ok {
-				add(lineNo, restCol, "ttl %q: want milliseconds, optionally ±tolerance (1000, 1000±50), -1 (no TTL) or -2 (no key)", words[1])
-				continue
-			}
-			tc.Key, tc.Line = words[0], lineNo
-			cur.TTLs = append(cur.TTLs, tc)
-		case "expect":
-			cmdText, replyText, found := strings.Cut(rest, "=>")
-			words, err := splitWords(strings.TrimSpace(cmdText))
-			if !found || err != nil || len(words) == 0 {
-				add(lineNo, restCol, "expect needs a command and a reply: expect CMD ARG... => REPLY")
-				continue
-			}
-			r, err := ParseReply(strings.TrimSpace(replyText))
-			if err != nil {
-				add(lineNo, restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
-				continue
-			}
-			cur.Expects = append(cur.Expects, Command{Args: words, Reply: r, Line: lineNo})
-		default:
-			add(lineNo, col, "unknown directive %q; want at, keys, args, do, reply, ttl or expect", directive)
-		}
+	for i, raw := range strings.Split(string(data), "\n") {
+		p.line(i+1, strings.TrimRight(raw, "\r"))
 	}
-	if cur != nil {
-		sf.Steps = append(sf.Steps, cur)
+	if p.cur != nil {
+		p.sf.Steps = append(p.sf.Steps, p.cur)
 	}
-	if len(sf.Steps) == 0 && len(errs) == 0 {
-		add(1, 1, "no steps: each step starts with a line -- NAME --")
+	if len(p.sf.Steps) == 0 && len(p.errs) == 0 {
+		p.add(1, 1, "no steps: each step starts with a line -- NAME --")
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	if len(p.errs) > 0 {
+		return nil, p.errs
 	}
-	sf.Doc = strings.TrimSpace(strings.Join(doc, "\n"))
-	return sf, nil
+	p.sf.Doc = strings.TrimSpace(strings.Join(p.doc, "\n"))
+	return p.sf, nil
+}
+
+// stepParser is what ParseStepFile has read so far.
+type stepParser struct {
+	sf        *StepFile
+	errs      gen.ErrorList
+	doc       []string       // the lines before the first step
+	cur       *Step          // the step being read
+	prev      *Step          // the step before it
+	seenReply bool           // cur has a reply line
+	names     map[string]int // step name -> line of its header
+}
+
+func (p *stepParser) add(line, col int, format string, args ...any) {
+	p.errs = append(p.errs, &gen.Error{Path: p.sf.Path, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// line reads line lineNo, text, of the file.
+func (p *stepParser) line(lineNo int, text string) {
+	if name, ok := stepHeader(text); ok {
+		p.startStep(lineNo, name)
+		return
+	}
+	if p.cur == nil {
+		p.doc = append(p.doc, text)
+		return
+	}
+	trimmed := strings.TrimLeft(text, " \t")
+	if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+		return
+	}
+	col := len(text) - len(trimmed) + 1
+	directive, rest, _ := strings.Cut(trimmed, " ")
+	d := stepDirective{line: lineNo, col: col, rest: strings.TrimSpace(rest),
+		restCol: col + len(trimmed) - len(strings.TrimLeft(trimmed[len(directive):], " \t"))}
+	switch directive {
+	case "at":
+		p.at(d)
+	case "keys":
+		p.words(d, &p.cur.Keys)
+	case "args":
+		p.words(d, &p.cur.Args)
+	case "do":
+		p.do(d)
+	case "reply":
+		p.reply(d)
+	case "ttl":
+		p.ttl(d)
+	case "expect":
+		p.expect(d)
+	default:
+		p.add(lineNo, col, "unknown directive %q; want at, keys, args, do, reply, ttl or expect", directive)
+	}
+}
+
+// stepDirective is one directive line of a step: its line, the column of
+// the directive, and the rest of the line after it, trimmed, with its
+// column.
+type stepDirective struct {
+	line, col int
+	rest      string
+	restCol   int
+}
+
+// startStep ends the step being read and starts step name, whose header is
+// on line lineNo; at, keys and args carry over.
+func (p *stepParser) startStep(lineNo int, name string) {
+	if p.cur != nil {
+		p.sf.Steps = append(p.sf.Steps, p.cur)
+		p.prev = p.cur
+	}
+	p.cur = &Step{Name: name, Line: lineNo}
+	if p.prev != nil {
+		p.cur.At, p.cur.Keys, p.cur.Args = p.prev.At, p.prev.Keys, p.prev.Args
+	}
+	if first, dup := p.names[name]; dup {
+		p.add(lineNo, 4, "step %q already defined on line %d", name, first)
+	}
+	p.names[name] = lineNo
+	p.seenReply = false
+}
+
+// at reads "at DURATION".
+func (p *stepParser) at(d stepDirective) {
+	at, err := parseAt(d.rest)
+	if err != nil {
+		p.add(d.line, d.restCol, "%v", err)
+		return
+	}
+	if p.prev != nil && at < p.prev.At {
+		p.add(d.line, d.restCol, "time goes backwards: %v is before the previous step's %v", at, p.prev.At)
+		return
+	}
+	p.cur.At = at
+}
+
+// words reads "keys WORD..." or "args WORD..." into dst.
+func (p *stepParser) words(d stepDirective, dst *[]string) {
+	words, err := splitWords(d.rest)
+	if err != nil {
+		p.add(d.line, d.restCol, "%v", err)
+		return
+	}
+	*dst = words
+}
+
+// do reads "do CMD ARG...".
+func (p *stepParser) do(d stepDirective) {
+	words, err := splitWords(d.rest)
+	if err != nil || len(words) == 0 {
+		p.add(d.line, d.restCol, "do needs a command: do CMD ARG...")
+		return
+	}
+	p.cur.Do = append(p.cur.Do, Command{Args: words, Line: d.line})
+}
+
+// reply reads "reply REPLY".
+func (p *stepParser) reply(d stepDirective) {
+	if p.seenReply {
+		p.add(d.line, d.col, "reply given twice in step %q", p.cur.Name)
+		return
+	}
+	p.seenReply = true
+	r, err := ParseReply(d.rest)
+	if err != nil {
+		p.add(d.line, d.restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
+		return
+	}
+	p.cur.Reply = &r
+}
+
+// ttl reads "ttl KEY MS[±TOLERANCE]".
+func (p *stepParser) ttl(d stepDirective) {
+	words, err := splitWords(d.rest)
+	if err != nil || len(words) != 2 {
+		p.add(d.line, d.restCol, "ttl needs a key and milliseconds: ttl KEY MS[±TOLERANCE] (-1: no TTL, -2: no key)")
+		return
+	}
+	tc, ok := parseTTL(words[1])
+	if !ok {
+		p.add(d.line, d.restCol, "ttl %q: want milliseconds, optionally ±tolerance (1000, 1000±50), -1 (no TTL) or -2 (no key)", words[1])
+		return
+	}
+	tc.Key, tc.Line = words[0], d.line
+	p.cur.TTLs = append(p.cur.TTLs, tc)
+}
+
+// expect reads "expect CMD ARG... => REPLY".
+func (p *stepParser) expect(d stepDirective) {
+	cmdText, replyText, found := strings.Cut(d.rest, "=>")
+	words, err := splitWords(strings.TrimSpace(cmdText))
+	if !found || err != nil || len(words) == 0 {
+		p.add(d.line, d.restCol, "expect needs a command and a reply: expect CMD ARG... => REPLY")
+		return
+	}
+	r, err := ParseReply(strings.TrimSpace(replyText))
+	if err != nil {
+		p.add(d.line, d.restCol, "%v", strings.TrimPrefix(err.Error(), "verify: "))
+		return
+	}
+	p.cur.Expects = append(p.cur.Expects, Command{Args: words, Reply: r, Line: d.line})
 }
 
 // parseTTL parses the milliseconds of a ttl directive: MS, MS±D or MS+-D,

@@ -497,64 +497,100 @@ func (f *vetFile) checkRun(run *Run, before, after map[string]time.Duration, val
 	for _, k := range run.Keys {
 		inKeys[k] = true
 	}
-	// For each key written since the last command that gave it a TTL: the
-	// first such write, and the last command that cleared its TTL.
-	type pending struct {
-		first, clear *Call
-	}
-	needTTL := map[string]*pending{}
-	var order []string
+	w := keyWrites{needTTL: map[string]*pendingTTL{}}
 	for i := range run.Calls {
 		c := &run.Calls[i]
-		name := c.Name()
-		col := f.col(c.Line, "redis.")
-		if why, bad := forbidden[name]; bad {
-			f.add(CheckForbiddenCommand, c.Line, col, "%s %s", name, why)
-		}
-		if f.script != nil && f.script.ReadOnly && isWriteCommand(name) {
-			f.add(CheckReadonlyWrite, c.Line, col, "the script is @readonly but sends %s, a write command (EVALSHA_RO refuses it)", name)
-		}
-		keys := commandKeys(c.Args)
-		for _, k := range keys {
-			if !inKeys[k] {
-				f.add(CheckUndeclaredKey, c.Line, col, "%s touches key %q, which is not one of KEYS: pass every key in KEYS (Redis Cluster routes a script by its KEYS)", name, k)
-			}
-		}
-		if slots := distinctSlots(keys); slots != "" {
-			f.add(CheckCrossSlot, c.Line, col, "%s has keys in different cluster slots (%s): give them one {hash tag}", name, slots)
-		}
-		if c.Reply.Kind == KindError {
-			continue
-		}
-		effect := commandTTL(c.Args)
-		if effect == ttlSet || name == "DEL" || name == "UNLINK" || name == "GETDEL" {
-			for _, k := range keys {
-				delete(needTTL, k)
-			}
-			continue
-		}
-		targets := writtenKeys(c.Args)
-		if effect == ttlClear && len(targets) == 0 {
-			targets = keys
-		}
-		for _, k := range targets {
-			p, ok := needTTL[k]
-			if !ok {
-				p = &pending{first: c}
-				needTTL[k] = p
-				order = append(order, k)
-			}
-			if effect == ttlClear {
-				p.clear = c
-			}
+		keys := f.checkCall(c, inKeys)
+		if c.Reply.Kind != KindError {
+			w.record(c, keys)
 		}
 	}
-	for _, k := range order {
-		p, ok := needTTL[k]
+	f.checkTTLs(&w, before, after)
+	f.checkGlobals(run)
+	if !valueChecks {
+		return
+	}
+	for _, x := range run.Floats {
+		f.add(CheckFloatReply, x.Line, f.col(x.Line, "return"), "%s is %s, not an integer: Redis replies %d (keep arithmetic in integers; math.floor, or return a string)", f.elementName(x.Path), formatG(x.Value, -1), x.Sent)
+	}
+	f.checkReplyTypes(run)
+}
+
+// checkCall applies the checks of one command the run sent: a forbidden
+// command, a write from a @readonly script, keys not in KEYS (inKeys) or
+// in different slots. It returns the command's keys.
+func (f *vetFile) checkCall(c *Call, inKeys map[string]bool) []string {
+	name := c.Name()
+	col := f.col(c.Line, "redis.")
+	if why, bad := forbidden[name]; bad {
+		f.add(CheckForbiddenCommand, c.Line, col, "%s %s", name, why)
+	}
+	if f.script != nil && f.script.ReadOnly && isWriteCommand(name) {
+		f.add(CheckReadonlyWrite, c.Line, col, "the script is @readonly but sends %s, a write command (EVALSHA_RO refuses it)", name)
+	}
+	keys := commandKeys(c.Args)
+	for _, k := range keys {
+		if !inKeys[k] {
+			f.add(CheckUndeclaredKey, c.Line, col, "%s touches key %q, which is not one of KEYS: pass every key in KEYS (Redis Cluster routes a script by its KEYS)", name, k)
+		}
+	}
+	if slots := distinctSlots(keys); slots != "" {
+		f.add(CheckCrossSlot, c.Line, col, "%s has keys in different cluster slots (%s): give them one {hash tag}", name, slots)
+	}
+	return keys
+}
+
+// keyWrites follows, for each key written since the last command that gave
+// it a TTL, the first such write and the last command that cleared its
+// TTL, in the order the keys were first written.
+type keyWrites struct {
+	needTTL map[string]*pendingTTL
+	order   []string
+}
+
+// pendingTTL is a key's first write and last TTL clear, as keyWrites follows
+// them.
+type pendingTTL struct {
+	first, clear *Call
+}
+
+// record follows c, a command that succeeded, whose keys are keys.
+func (w *keyWrites) record(c *Call, keys []string) {
+	name := c.Name()
+	effect := commandTTL(c.Args)
+	if effect == ttlSet || name == "DEL" || name == "UNLINK" || name == "GETDEL" {
+		for _, k := range keys {
+			delete(w.needTTL, k)
+		}
+		return
+	}
+	targets := writtenKeys(c.Args)
+	if effect == ttlClear && len(targets) == 0 {
+		targets = keys
+	}
+	for _, k := range targets {
+		p, ok := w.needTTL[k]
+		if !ok {
+			p = &pendingTTL{first: c}
+			w.needTTL[k] = p
+			w.order = append(w.order, k)
+		}
+		if effect == ttlClear {
+			p.clear = c
+		}
+	}
+}
+
+// checkTTLs reports each key w saw written that has no TTL after the run
+// (after) though it still exists: by the command that cleared the TTL it
+// had before the run (before), else by its first write.
+func (f *vetFile) checkTTLs(w *keyWrites, before, after map[string]time.Duration) {
+	for _, k := range w.order {
+		p, ok := w.needTTL[k]
 		if !ok {
 			continue
 		}
-		delete(needTTL, k)
+		delete(w.needTTL, k)
 		if ttl, exists := after[k]; !exists || ttl > 0 {
 			continue // gone, or it has a TTL (given now or by an earlier run)
 		}
@@ -566,6 +602,10 @@ func (f *vetFile) checkRun(run *Run, before, after map[string]time.Duration, val
 		c := p.first
 		f.add(CheckNoTTL, c.Line, f.col(c.Line, "redis."), "%s writes key %q and leaves it without a TTL: it would stay forever (%s)", c.Name(), k, f.ttlHint(c.Name()))
 	}
+}
+
+// checkGlobals reports the globals the run assigned or read undefined.
+func (f *vetFile) checkGlobals(run *Run) {
 	for _, g := range run.Globals {
 		if g.Write {
 			f.add(CheckGlobalWrite, g.Line, f.wordCol(g.Line, g.Name), "assignment to global %s: Redis scripts cannot create or change globals (declare it local)", g.Name)
@@ -573,13 +613,6 @@ func (f *vetFile) checkRun(run *Run, before, after map[string]time.Duration, val
 			f.add(CheckUndefinedGlobal, g.Line, f.wordCol(g.Line, g.Name), "%s is not defined: a global that does not exist is an error in Redis (declare it local)", g.Name)
 		}
 	}
-	if !valueChecks {
-		return
-	}
-	for _, x := range run.Floats {
-		f.add(CheckFloatReply, x.Line, f.col(x.Line, "return"), "%s is %s, not an integer: Redis replies %d (keep arithmetic in integers; math.floor, or return a string)", f.elementName(x.Path), formatG(x.Value, -1), x.Sent)
-	}
-	f.checkReplyTypes(run)
 }
 
 // ttlHint suggests how to give a key written by cmd a TTL, naming the

@@ -2,6 +2,9 @@ package grpclimit
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net"
@@ -21,7 +24,6 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -334,8 +336,13 @@ func fixed(n int64, name string) sluice.Limit {
 	return sluice.Must(sluice.FixedWindow(n, time.Minute)).Named(name)
 }
 
+// partitionKeyForTest is the pk parameter the test secret gives policy and
+// key: the first 96 bits of HMAC-SHA256(secret, policy ‖ 0 ‖ key), as an
+// sf-Binary.
 func partitionKeyForTest(policy, key string) string {
-	return ratepolicy.PartitionKey([]byte("0123456789abcdef"), policy, key)
+	mac := hmac.New(sha256.New, []byte("0123456789abcdef"))
+	mac.Write([]byte(policy + "\x00" + key))
+	return ";pk=:" + base64.StdEncoding.EncodeToString(mac.Sum(nil)[:12]) + ":"
 }
 
 // startServerWith serves testService with the given server options (the

@@ -427,29 +427,9 @@ func (s *Server) header(d *ratepolicy.Decision[*Call], md metadata.MD) metadata.
 		md = make(metadata.MD, n)
 	}
 	if draft {
-		var pkStack [2]string
-		var pks []string
-		if s.secret != nil {
-			pks = pkStack[:0]
-			for i := range d.Outcomes {
-				pks = append(pks, ratepolicy.PartitionKey(s.secret, d.Outcomes[i].P.Name, d.Outcomes[i].Key))
-			}
-		}
 		var stack [256]byte
-		b := stack[:0]
-		policy := ""
-		if len(d.Outcomes) == 1 && pks == nil {
-			policy = d.Outcomes[0].P.Item
-		} else {
-			b = ratepolicy.AppendPolicy(b, d.Outcomes, pks)
-		}
-		end := len(b)
-		b = ratepolicy.AppendRateLimit(b, d.Outcomes, pks)
-		text := string(b)
-		if policy == "" {
-			policy = text[:end]
-		}
-		vals[0], vals[1] = policy, text[end:]
+		b, values := ratepolicy.AppendDraft(stack[:0], d.Outcomes, s.secret)
+		vals[0], vals[1] = values.Values(string(b))
 		md[MetadataPolicy] = vals[0:1:1]
 		md[MetadataRateLimit] = vals[1:2:2]
 	}

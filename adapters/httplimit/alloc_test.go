@@ -2,6 +2,9 @@ package httplimit
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"slices"
 	"strconv"
@@ -230,5 +233,52 @@ func TestDenyHandlerKeepsDecision(t *testing.T) {
 	if d.Status != 429 || len(d.Outcomes) != 1 || d.Outcomes[0].key != "ip:192.0.2.1" ||
 		!d.Outcomes[0].Denied || d.Outcomes[0].Result.Remaining != 0 || d.RetryAfter != 40*time.Second {
 		t.Errorf("kept decision changed: %+v", d)
+	}
+}
+
+// TestWriteHeadersEverySet checks a decision that gets every header at
+// once (both header sets, partition keys, a denial and the degraded
+// header): each header has its own value, one-element and capped.
+func TestWriteHeadersEverySet(t *testing.T) {
+	e := newTestEnv(t)
+	secret := []byte("0123456789abcdef")
+	m := newMW(t, Config{Limiter: e.lim, Clock: e.clock, Headers: HeadersBoth, PartitionKeySecret: secret, DegradedHeader: "X-Degraded",
+		Policies: []Policy{
+			{Name: "a", Limit: testLimit.Named("a"), Key: RemoteIP()},
+			{Name: "b", Limit: sluice.Must(sluice.FixedWindow(5, time.Minute)).Named("b"), Key: RemoteIP()},
+		}})
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	var d *Decision
+	for range 3 {
+		if d = m.decide(r, "/", nil); d.err != nil {
+			t.Fatal(d.err)
+		}
+	}
+	d.Degraded = true
+	h := http.Header{"Retry-After": {"stale"}}
+	m.writeHeaders(h, d)
+	pk := func(policy, key string) string {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(policy + "\x00" + key))
+		return ";pk=:" + base64.StdEncoding.EncodeToString(mac.Sum(nil)[:12]) + ":"
+	}
+	pa, pb := pk("a", "ip:192.0.2.1"), pk("b", "ip:192.0.2.1")
+	want := http.Header{
+		"Ratelimit-Policy":      {`"a";q=2;w=60` + pa + `, "b";q=5;w=60` + pb},
+		"Ratelimit":             {`"a";r=0;t=40` + pa + `, "b";r=3;t=40` + pb},
+		"X-Ratelimit-Limit":     {"2"},
+		"X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset":     {"1700000040"},
+		"Retry-After":           {"40"},
+		"X-Degraded":            {"?1"},
+	}
+	if len(h) != len(want) {
+		t.Errorf("headers %q, want %q", h, want)
+	}
+	for k, v := range want {
+		if !slices.Equal(h[k], v) || cap(h[k]) != 1 {
+			t.Errorf("%s = %q (cap %d), want %q", k, h[k], cap(h[k]), v)
+		}
 	}
 }

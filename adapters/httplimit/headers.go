@@ -25,126 +25,146 @@ const (
 //
 // It allocates twice whatever the headers: the text of every value that
 // varies is written into one buffer and converted to one string, which the
-// values are substrings of, and the values share one []string, each header
-// getting a one-element slice of it with its capacity cut to 1 so that a
-// handler appending to one header (Header().Add) copies instead of
-// overwriting the next.
+// values are substrings of (each found by where it was written, whatever
+// the order), and the values share one []string, each header getting a
+// one-element slice of it with its capacity cut to 1 so that a handler
+// appending to one header (Header().Add) copies instead of overwriting the
+// next.
 func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
-	draft := len(d.Outcomes) > 0 && (m.headers == HeadersDraft || m.headers == HeadersBoth)
-	legacy := len(d.Outcomes) > 0 && (m.headers == HeadersLegacy || m.headers == HeadersBoth)
-	retry := d.Status != http.StatusOK
-	degraded := m.degHdr != "" && d.Degraded
-	n := 0
-	if draft {
-		n += 2
-	}
-	if legacy {
-		n += 3
-	}
-	if retry {
-		n++
-	}
-	if degraded {
-		n++
-	}
+	set := m.headerSet(d)
+	n := set.count()
 	if n == 0 {
 		return
 	}
-
 	var stack [256]byte
 	b := stack[:0]
-	var ends [6]int // where each value written into b ends
-	e := 0
-	policy := "" // RateLimit-Policy when it is known without writing it
-	if draft {
-		var pkStack [2]string
-		var pks []string // the pk parameter of each outcome, with a secret
-		if m.secret != nil {
-			pks = pkStack[:0]
-			for i := range d.Outcomes {
-				pks = append(pks, m.partitionKey(&d.Outcomes[i]))
-			}
-		}
-		if len(d.Outcomes) == 1 && pks == nil {
-			policy = d.Outcomes[0].p.Item
-		} else {
-			for i := range d.Outcomes {
-				if i > 0 {
-					b = append(b, ", "...)
-				}
-				b = ratepolicy.AppendPolicyItem(b, d.Outcomes[i].p, pk(pks, i))
-			}
-		}
-		ends[e], e = len(b), e+1
-		for i := range d.Outcomes {
-			o := &d.Outcomes[i]
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = ratepolicy.AppendRateLimitItem(b, o.p, o.Result, o.Denied, pk(pks, i))
-		}
-		ends[e], e = len(b), e+1
+	var draft ratepolicy.Draft
+	var legacy legacyValues
+	var retry span
+	if set.draft {
+		// d.core's outcomes are the ones d.Outcomes copies, in order.
+		b, draft = ratepolicy.AppendDraft(b, d.core.Outcomes, m.secret)
 	}
-	if legacy {
-		o := binding(d)
-		reset := o.Result.ResetAfter
-		switch {
-		case o.Denied && o.Result.RetryAfter == sluice.RetryNever:
-			reset = max(reset, o.Limit.Period)
-		case o.Denied:
-			reset = max(reset, o.Result.RetryAfter)
-		}
-		at := m.clock().Add(reset)
-		unix := at.Unix()
-		if at.Nanosecond() > 0 {
-			unix++
-		}
-		b = strconv.AppendInt(b, o.Limit.Rate, 10)
-		ends[e], e = len(b), e+1
-		b = strconv.AppendInt(b, max(o.Result.Remaining, 0), 10)
-		ends[e], e = len(b), e+1
-		b = strconv.AppendInt(b, unix, 10)
-		ends[e], e = len(b), e+1
+	if set.legacy {
+		b, legacy = appendLegacy(b, binding(d), m.clock())
 	}
-	if retry {
-		b = strconv.AppendInt(b, int64(d.RetryAfter/time.Second), 10)
-		ends[e] = len(b) // the last value written
+	if set.retry {
+		b, retry = appendInt(b, int64(d.RetryAfter/time.Second))
 	}
-
 	text := string(b)
-	vals := make([]string, n)
-	next, from := 0, 0 // the next value of vals, and of ends
-	set := func(key, v string) {
-		vals[next] = v
-		h[key] = vals[next : next+1 : next+1]
-		next++
+	w := headerSetter{h: h, vals: make([]string, n)}
+	if set.draft {
+		policy, rateLimit := draft.Values(text)
+		w.set(hdrPolicy, policy)
+		w.set(hdrRateLimit, rateLimit)
 	}
-	value := func() string {
-		start := 0
-		if from > 0 {
-			start = ends[from-1]
-		}
-		from++
-		return text[start:ends[from-1]]
+	if set.legacy {
+		w.set(hdrLimit, legacy.limit.of(text))
+		w.set(hdrRemaining, legacy.remaining.of(text))
+		w.set(hdrReset, legacy.reset.of(text))
 	}
-	if draft {
-		if v := value(); policy == "" {
-			policy = v
-		}
-		set(hdrPolicy, policy)
-		set(hdrRateLimit, value())
+	if set.retry {
+		w.set(hdrRetry, retry.of(text))
 	}
-	if legacy {
-		set(hdrLimit, value())
-		set(hdrRemaining, value())
-		set(hdrReset, value())
+	if set.degraded {
+		w.set(m.degHdr, "?1")
 	}
-	if retry {
-		set(hdrRetry, value())
+}
+
+// headerSet is which headers writeHeaders sets for a decision.
+type headerSet struct {
+	draft    bool // RateLimit-Policy and RateLimit
+	legacy   bool // X-RateLimit-Limit, -Remaining and -Reset
+	retry    bool // Retry-After
+	degraded bool // the DegradedHeader
+}
+
+// headerSet is which headers d gets under m's HeaderMode and DegradedHeader.
+func (m *Middleware) headerSet(d *Decision) headerSet {
+	some := len(d.Outcomes) > 0
+	return headerSet{
+		draft:    some && (m.headers == HeadersDraft || m.headers == HeadersBoth),
+		legacy:   some && (m.headers == HeadersLegacy || m.headers == HeadersBoth),
+		retry:    d.Status != http.StatusOK,
+		degraded: m.degHdr != "" && d.Degraded,
 	}
-	if degraded {
-		set(m.degHdr, "?1")
+}
+
+// count is the number of headers in s.
+func (s headerSet) count() int {
+	n := 0
+	if s.draft {
+		n += 2
 	}
+	if s.legacy {
+		n += 3
+	}
+	if s.retry {
+		n++
+	}
+	if s.degraded {
+		n++
+	}
+	return n
+}
+
+// span is where one header value lies in the text writeHeaders builds.
+type span struct{ start, end int }
+
+// of is the value in text.
+func (s span) of(text string) string { return text[s.start:s.end] }
+
+// appendInt appends v to b, and returns where it lies.
+func appendInt(b []byte, v int64) ([]byte, span) {
+	start := len(b)
+	b = strconv.AppendInt(b, v, 10)
+	return b, span{start, len(b)}
+}
+
+// legacyValues is where the X-RateLimit-* values lie.
+type legacyValues struct{ limit, remaining, reset span }
+
+// appendLegacy appends the X-RateLimit-* values of o to b, the reset as
+// the Unix second, rounded up, at which now plus o's wait falls.
+func appendLegacy(b []byte, o *Outcome, now time.Time) ([]byte, legacyValues) {
+	at := now.Add(legacyReset(o))
+	unix := at.Unix()
+	if at.Nanosecond() > 0 {
+		unix++
+	}
+	var v legacyValues
+	b, v.limit = appendInt(b, o.Limit.Rate)
+	b, v.remaining = appendInt(b, max(o.Result.Remaining, 0))
+	b, v.reset = appendInt(b, unix)
+	return b, v
+}
+
+// legacyReset is how long until o's X-RateLimit-Reset: until the quota is
+// whole again, and on a denial at least until the request would be
+// admitted (its period when it never would).
+func legacyReset(o *Outcome) time.Duration {
+	reset := o.Result.ResetAfter
+	switch {
+	case o.Denied && o.Result.RetryAfter == sluice.RetryNever:
+		reset = max(reset, o.Limit.Period)
+	case o.Denied:
+		reset = max(reset, o.Result.RetryAfter)
+	}
+	return reset
+}
+
+// headerSetter sets headers to values that share one []string.
+type headerSetter struct {
+	h    http.Header
+	vals []string
+	next int // the next element of vals
+}
+
+// set sets key to v, a one-element slice of vals with its capacity cut to 1.
+func (w *headerSetter) set(key, v string) {
+	w.vals[w.next] = v
+	w.h[key] = w.vals[w.next : w.next+1 : w.next+1]
+	w.next++
 }
 
 // binding is the outcome the legacy headers describe: the enforced denial
@@ -167,17 +187,4 @@ func binding(d *Decision) *Outcome {
 		}
 	}
 	return best
-}
-
-// partitionKey returns ";pk=:BASE64:" for o, or "" without a secret.
-func (m *Middleware) partitionKey(o *Outcome) string {
-	return ratepolicy.PartitionKey(m.secret, o.Policy, o.key)
-}
-
-// pk is pks[i], or "" when pks is nil.
-func pk(pks []string, i int) string {
-	if pks == nil {
-		return ""
-	}
-	return pks[i]
 }

@@ -95,18 +95,18 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 		e.routeAttr = "route"
 	}
 	var err error
-	if e.base, err = CompileAll(pkg, cfg.Policies, "Policies"); err != nil {
+	if e.base, err = compileAll(pkg, cfg.Policies, "Policies"); err != nil {
 		return nil, err
 	}
-	if err := CheckDistinct(pkg, e.base); err != nil {
+	if err := checkDistinct(pkg, e.base); err != nil {
 		return nil, err
 	}
 	n := len(e.base)
 	for route, ps := range cfg.Routes {
-		if e.routes[route], err = CompileAll(pkg, ps, fmt.Sprintf("%s[%q]", cfg.RoutesField, route)); err != nil {
+		if e.routes[route], err = compileAll(pkg, ps, fmt.Sprintf("%s[%q]", cfg.RoutesField, route)); err != nil {
 			return nil, err
 		}
-		if err := CheckDistinct(pkg, e.base, e.routes[route]); err != nil {
+		if err := checkDistinct(pkg, e.base, e.routes[route]); err != nil {
 			return nil, err
 		}
 		n += len(ps)
@@ -120,14 +120,14 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 		}
 	}
 	for name, ps := range cfg.Tiers {
-		if e.tiers[name], err = CompileAll(pkg, ps, fmt.Sprintf("Tiers[%q]", name)); err != nil {
+		if e.tiers[name], err = compileAll(pkg, ps, fmt.Sprintf("Tiers[%q]", name)); err != nil {
 			return nil, err
 		}
-		if err := CheckDistinct(pkg, e.base, e.tiers[name]); err != nil {
+		if err := checkDistinct(pkg, e.base, e.tiers[name]); err != nil {
 			return nil, err
 		}
 		for _, rp := range e.routes {
-			if err := CheckDistinct(pkg, e.base, rp, e.tiers[name]); err != nil {
+			if err := checkDistinct(pkg, e.base, rp, e.tiers[name]); err != nil {
 				return nil, err
 			}
 		}
@@ -144,12 +144,6 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 	}
 	return e, nil
 }
-
-// Limiter is the Limiter the Engine decides with.
-func (e *Engine[R]) Limiter() *sluice.Limiter { return e.lim }
-
-// HasRoutes reports whether any route has policies of its own.
-func (e *Engine[R]) HasRoutes() bool { return len(e.routes) > 0 }
 
 // HasPerMessage reports whether any policy is PerMessage.
 func (e *Engine[R]) HasPerMessage() bool { return e.perMsg }
@@ -196,10 +190,11 @@ type Outcome[R any] struct {
 	asked  bool
 }
 
-// Lease is a concurrency slot a Decision holds for a policy.
+// Lease is a concurrency slot a Decision holds for a policy; Release
+// gives it back.
 type Lease[R any] struct {
-	Policy *Compiled[R]
-	Lease  sluice.Lease
+	policy *Compiled[R]
+	lease  sluice.Lease
 }
 
 // Decision is what an Engine decided for one request. Reuse one with
@@ -346,7 +341,7 @@ func (e *Engine[R]) Settle(ctx context.Context, d *Decision[R], route string) {
 		if !o.Result.Degraded {
 			onlyDegraded = false
 		}
-		wait = max(wait, ResetSeconds(o))
+		wait = max(wait, resetSeconds(o))
 	}
 	if !d.Denied {
 		return
@@ -363,9 +358,9 @@ func (e *Engine[R]) Settle(ctx context.Context, d *Decision[R], route string) {
 func (e *Engine[R]) Release(ctx context.Context, leases []Lease[R]) {
 	ctx = context.WithoutCancel(ctx)
 	for _, l := range leases {
-		if err := e.lim.Release(ctx, l.Lease); err != nil {
+		if err := e.lim.Release(ctx, l.lease); err != nil {
 			e.log.Warn(e.pkg+": concurrency slot not released; it frees itself when its lease expires",
-				"policy", l.Policy.Name, "err", err)
+				"policy", l.policy.Name, "err", err)
 		}
 	}
 }

@@ -34,11 +34,11 @@ type Policy[R any] struct {
 // Compiled is a validated Policy with its RateLimit text prepared.
 type Compiled[R any] struct {
 	Policy[R]
-	// Quoted is the name as an RFC 9651 sf-String, quotes included.
-	Quoted string
-	// Item is the policy's RateLimit-Policy item, without a pk parameter:
+	// quoted is the name as an RFC 9651 sf-String, quotes included.
+	quoted string
+	// item is the policy's RateLimit-Policy item, without a pk parameter:
 	// "name";q=100;w=60, or "name";q=10;qu="concurrent-requests".
-	Item string
+	item string
 	// Window is the item's w: Limit.Period in seconds, rounded up (0 for
 	// concurrency).
 	Window int64
@@ -46,9 +46,9 @@ type Compiled[R any] struct {
 	Conc bool
 }
 
-// Compile validates p; where names it in the error, which starts with pkg
+// compile validates p; where names it in the error, which starts with pkg
 // (the adapter's package name).
-func Compile[R any](pkg string, p Policy[R], where string) (*Compiled[R], error) {
+func compile[R any](pkg string, p Policy[R], where string) (*Compiled[R], error) {
 	if err := p.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", pkg, where, err)
 	}
@@ -58,27 +58,27 @@ func Compile[R any](pkg string, p Policy[R], where string) (*Compiled[R], error)
 	if p.Name == "" {
 		p.Name = p.Limit.Name
 	}
-	if !ValidName(p.Name) {
+	if !validName(p.Name) {
 		return nil, fmt.Errorf("%s: %s: policy name %q: want 1 to 64 printable ASCII characters", pkg, where, p.Name)
 	}
-	c := &Compiled[R]{Policy: p, Quoted: SFString(p.Name), Conc: p.Limit.Algorithm == sluice.AlgConcurrency}
+	c := &Compiled[R]{Policy: p, quoted: sfString(p.Name), Conc: p.Limit.Algorithm == sluice.AlgConcurrency}
 	if c.Conc && p.PerMessage {
 		return nil, fmt.Errorf("%s: %s: concurrency policy %q cannot be charged per message", pkg, where, p.Name)
 	}
 	if c.Conc {
-		c.Item = c.Quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + `;qu="concurrent-requests"`
+		c.item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + `;qu="concurrent-requests"`
 	} else {
-		c.Window = CeilSeconds(p.Limit.Period)
-		c.Item = c.Quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + ";w=" + strconv.FormatInt(c.Window, 10)
+		c.Window = ceilSeconds(p.Limit.Period)
+		c.item = c.quoted + ";q=" + strconv.FormatInt(p.Limit.Rate, 10) + ";w=" + strconv.FormatInt(c.Window, 10)
 	}
 	return c, nil
 }
 
-// CompileAll compiles ps, naming each where[i] in errors.
-func CompileAll[R any](pkg string, ps []Policy[R], where string) ([]*Compiled[R], error) {
+// compileAll compiles ps, naming each where[i] in errors.
+func compileAll[R any](pkg string, ps []Policy[R], where string) ([]*Compiled[R], error) {
 	out := make([]*Compiled[R], 0, len(ps))
 	for i, p := range ps {
-		c, err := Compile(pkg, p, fmt.Sprintf("%s[%d]", where, i))
+		c, err := compile(pkg, p, fmt.Sprintf("%s[%d]", where, i))
 		if err != nil {
 			return nil, err
 		}
@@ -87,9 +87,9 @@ func CompileAll[R any](pkg string, ps []Policy[R], where string) ([]*Compiled[R]
 	return out, nil
 }
 
-// CheckDistinct fails when two policies that can apply to the same request
+// checkDistinct fails when two policies that can apply to the same request
 // share a name: RateLimit values and denials tell policies apart by name.
-func CheckDistinct[R any](pkg string, sets ...[]*Compiled[R]) error {
+func checkDistinct[R any](pkg string, sets ...[]*Compiled[R]) error {
 	var seen []string
 	for _, set := range sets {
 		for _, p := range set {
@@ -102,9 +102,9 @@ func CheckDistinct[R any](pkg string, sets ...[]*Compiled[R]) error {
 	return nil
 }
 
-// ValidName reports whether s is a usable policy name: 1 to 64 printable
+// validName reports whether s is a usable policy name: 1 to 64 printable
 // ASCII characters.
-func ValidName(s string) bool {
+func validName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}
@@ -116,9 +116,9 @@ func ValidName(s string) bool {
 	return true
 }
 
-// SFString serialises an RFC 9651 String (printable ASCII only, as
-// ValidName checks).
-func SFString(s string) string {
+// sfString serialises an RFC 9651 String (printable ASCII only, as
+// validName checks).
+func sfString(s string) string {
 	b := make([]byte, 0, len(s)+2)
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
@@ -130,8 +130,8 @@ func SFString(s string) string {
 	return string(append(b, '"'))
 }
 
-// CeilSeconds rounds d up to whole seconds; never below 0.
-func CeilSeconds(d time.Duration) int64 {
+// ceilSeconds rounds d up to whole seconds; never below 0.
+func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}

@@ -69,7 +69,7 @@ func TestCompile(t *testing.T) {
 			`concurrency policy "c" cannot be charged per message`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Compile("test", tc.p, "Policies[3]")
+			c, err := compile("test", tc.p, "Policies[3]")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.HasPrefix(err.Error(), "test: ") {
 					t.Fatalf("error %v, want one starting test: and containing %q", err, tc.wantErr)
@@ -79,27 +79,27 @@ func TestCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Name != tc.wantName || c.Item != tc.wantItem || c.Window != tc.wantWin || c.Quoted != SFString(tc.wantName) {
-				t.Errorf("Name %q Item %s Window %d Quoted %s; want %q %s %d", c.Name, c.Item, c.Window, c.Quoted, tc.wantName, tc.wantItem, tc.wantWin)
+			if c.Name != tc.wantName || c.item != tc.wantItem || c.Window != tc.wantWin || c.quoted != sfString(tc.wantName) {
+				t.Errorf("Name %q item %s Window %d quoted %s; want %q %s %d", c.Name, c.item, c.Window, c.quoted, tc.wantName, tc.wantItem, tc.wantWin)
 			}
 			if c.Conc != (tc.p.Limit.Algorithm == sluice.AlgConcurrency) {
 				t.Errorf("Conc = %v", c.Conc)
 			}
 		})
 	}
-	if _, err := Compile("test", Policy[string]{Key: fixed("k")}, "x"); !errors.Is(err, sluice.ErrInvalidLimit) {
+	if _, err := compile("test", Policy[string]{Key: fixed("k")}, "x"); !errors.Is(err, sluice.ErrInvalidLimit) {
 		t.Errorf("an invalid Limit's error %v does not wrap sluice.ErrInvalidLimit", err)
 	}
 }
 
 func TestCompileAllNamesTheIndex(t *testing.T) {
-	_, err := CompileAll("test", []Policy[string]{pol("a"), pol("b"), {Name: "c", Limit: gcra(1, time.Second, 1)}}, `Tiers["free"]`)
+	_, err := compileAll("test", []Policy[string]{pol("a"), pol("b"), {Name: "c", Limit: gcra(1, time.Second, 1)}}, `Tiers["free"]`)
 	if err == nil || err.Error() != `test: Tiers["free"][2]: policy "c" has no Key` {
 		t.Errorf("error %v", err)
 	}
-	ps, err := CompileAll("test", []Policy[string]{pol("a"), pol("b")}, "Policies")
+	ps, err := compileAll("test", []Policy[string]{pol("a"), pol("b")}, "Policies")
 	if err != nil || len(ps) != 2 || ps[0].Name != "a" || ps[1].Name != "b" {
-		t.Errorf("CompileAll = %v, %v", ps, err)
+		t.Errorf("compileAll = %v, %v", ps, err)
 	}
 }
 
@@ -121,12 +121,12 @@ func TestValidNameAndSFString(t *testing.T) {
 		{strings.Repeat("x", 64), true, `"` + strings.Repeat("x", 64) + `"`},
 		{strings.Repeat("x", 65), false, ""},
 	} {
-		if got := ValidName(tc.in); got != tc.valid {
-			t.Errorf("ValidName(%q) = %v, want %v", tc.in, got, tc.valid)
+		if got := validName(tc.in); got != tc.valid {
+			t.Errorf("validName(%q) = %v, want %v", tc.in, got, tc.valid)
 		}
 		if tc.valid {
-			if got := SFString(tc.in); got != tc.quoted {
-				t.Errorf("SFString(%q) = %s, want %s", tc.in, got, tc.quoted)
+			if got := sfString(tc.in); got != tc.quoted {
+				t.Errorf("sfString(%q) = %s, want %s", tc.in, got, tc.quoted)
 			}
 		}
 	}
@@ -140,8 +140,8 @@ func TestCeilSeconds(t *testing.T) {
 		{0, 0}, {-time.Second, 0}, {sluice.RetryNever, 0}, {time.Nanosecond, 1}, {time.Second, 1},
 		{time.Second + time.Nanosecond, 2}, {1500 * time.Millisecond, 2}, {time.Minute, 60}, {59*time.Second + 999*time.Millisecond, 60},
 	} {
-		if got := CeilSeconds(tc.d); got != tc.want {
-			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := ceilSeconds(tc.d); got != tc.want {
+			t.Errorf("ceilSeconds(%v) = %d, want %d", tc.d, got, tc.want)
 		}
 	}
 }
@@ -194,6 +194,9 @@ func TestNewValidation(t *testing.T) {
 	}
 }
 
+// hasRoutes reports whether any route has policies of its own.
+func (e *Engine[R]) hasRoutes() bool { return len(e.routes) > 0 }
+
 func TestApplicable(t *testing.T) {
 	lim := testLimiter(t)
 	e, err := New(Config[string]{Pkg: "test", Limiter: lim,
@@ -232,15 +235,15 @@ func TestApplicable(t *testing.T) {
 	if got := len(e.All()); got != 5 {
 		t.Errorf("All has %d policies, want 5", got)
 	}
-	if !e.HasRoutes() || e.HasPerMessage() {
-		t.Errorf("HasRoutes %v HasPerMessage %v", e.HasRoutes(), e.HasPerMessage())
+	if !e.hasRoutes() || e.HasPerMessage() {
+		t.Errorf("hasRoutes %v HasPerMessage %v", e.hasRoutes(), e.HasPerMessage())
 	}
 }
 
 func TestDecisionViolated(t *testing.T) {
-	a, _ := Compile("test", pol("a"), "")
-	b, _ := Compile("test", pol("b"), "")
-	c, _ := Compile("test", pol("c"), "")
+	a, _ := compile("test", pol("a"), "")
+	b, _ := compile("test", pol("b"), "")
+	c, _ := compile("test", pol("c"), "")
 	d := Decision[string]{Outcomes: []Outcome[string]{
 		{P: a, Denied: true}, {P: b, Denied: true, Shadow: true}, {P: c},
 	}}

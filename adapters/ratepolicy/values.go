@@ -9,37 +9,37 @@ import (
 	"github.com/sluice-go/sluice"
 )
 
-// ResetSeconds is the t parameter of o: on a denial the whole seconds until
+// resetSeconds is the t parameter of o: on a denial the whole seconds until
 // the same cost is admitted (the window w when it never fits); otherwise
 // until the quota is whole again (ResetAfter). Concurrency policies that
 // admitted report no t (-1): when a slot frees is not known.
-func ResetSeconds[R any](o *Outcome[R]) int64 { return ResetSecondsOf(o.P, o.Result, o.Denied) }
+func resetSeconds[R any](o *Outcome[R]) int64 { return ResetSecondsOf(o.P, o.Result, o.Denied) }
 
-// ResetSecondsOf is ResetSeconds of policy p's result res.
+// ResetSecondsOf is resetSeconds of policy p's result res.
 func ResetSecondsOf[R any](p *Compiled[R], res sluice.Result, denied bool) int64 {
 	switch {
 	case denied && res.RetryAfter == sluice.RetryNever:
 		return max(p.Window, 1)
 	case denied:
-		return max(CeilSeconds(res.RetryAfter), 1)
+		return max(ceilSeconds(res.RetryAfter), 1)
 	case p.Conc:
 		return -1
 	default:
-		return CeilSeconds(res.ResetAfter)
+		return ceilSeconds(res.ResetAfter)
 	}
 }
 
-// AppendPolicyItem appends p's RateLimit-Policy item and pk (a
-// PartitionKey parameter, or "").
-func AppendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
-	return append(append(b, p.Item...), pk...)
+// appendPolicyItem appends p's RateLimit-Policy item and pk (a
+// partitionKey parameter, or "").
+func appendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
+	return append(append(b, p.item...), pk...)
 }
 
-// AppendRateLimitItem appends p's RateLimit item for res:
+// appendRateLimitItem appends p's RateLimit item for res:
 // "name";r=REMAINING;t=SECONDS and pk (t left out for a concurrency policy
 // that admitted).
-func AppendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, denied bool, pk string) []byte {
-	b = append(b, p.Quoted...)
+func appendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, denied bool, pk string) []byte {
+	b = append(b, p.quoted...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(res.Remaining, 0), 10)
 	if t := ResetSecondsOf(p, res, denied); t >= 0 {
@@ -49,41 +49,94 @@ func AppendRateLimitItem[R any](b []byte, p *Compiled[R], res sluice.Result, den
 	return append(b, pk...)
 }
 
-// AppendPolicy appends the RateLimit-Policy value of outcomes: their items
+// appendPolicy appends the RateLimit-Policy value of outcomes: their items
 // joined by ", ", each followed by pks[i] when pks is not nil.
-func AppendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
+func appendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 	for i := range outcomes {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		pk := ""
-		if pks != nil {
-			pk = pks[i]
-		}
-		b = AppendPolicyItem(b, outcomes[i].P, pk)
+		b = appendPolicyItem(b, outcomes[i].P, pkAt(pks, i))
 	}
 	return b
 }
 
-// AppendRateLimit appends the RateLimit value of outcomes.
-func AppendRateLimit[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
+// appendRateLimit appends the RateLimit value of outcomes.
+func appendRateLimit[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 	for i := range outcomes {
 		o := &outcomes[i]
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		pk := ""
-		if pks != nil {
-			pk = pks[i]
-		}
-		b = AppendRateLimitItem(b, o.P, o.Result, o.Denied, pk)
+		b = appendRateLimitItem(b, o.P, o.Result, o.Denied, pkAt(pks, i))
 	}
 	return b
 }
 
-// PartitionKey returns ";pk=:BASE64:", the first 96 bits of
+// pkAt is pks[i], or "" when pks is nil.
+func pkAt(pks []string, i int) string {
+	if pks == nil {
+		return ""
+	}
+	return pks[i]
+}
+
+// Draft locates the two values AppendDraft wrote: the RateLimit-Policy
+// value and the RateLimit value of draft-ietf-httpapi-ratelimit-headers-11
+// (the HTTP headers, and the gRPC adapter's ratelimit-policy and ratelimit
+// metadata).
+type Draft struct {
+	// policy is the RateLimit-Policy value when it is known without being
+	// written: the item of a lone policy without a pk parameter.
+	policy string
+	// The RateLimit-Policy value is text[start:mid] (unless policy is
+	// set), the RateLimit value text[mid:end].
+	start, mid, end int
+}
+
+// AppendDraft appends to b the RateLimit-Policy value of outcomes, then
+// their RateLimit value, each item followed by its pk parameter (see
+// partitionKey) when secret is not nil. The RateLimit-Policy value of a
+// lone policy without a pk parameter is its item, and is not appended.
+//
+// The values are found with Draft.Values in the text of the bytes
+// returned (more may be appended to them before the text is made), so
+// that an adapter converts all its values into one string at once.
+func AppendDraft[R any](b []byte, outcomes []Outcome[R], secret []byte) ([]byte, Draft) {
+	var pkStack [2]string
+	var pks []string // the pk parameter of each outcome, with a secret
+	if secret != nil {
+		pks = pkStack[:0]
+		for i := range outcomes {
+			pks = append(pks, partitionKey(secret, outcomes[i].P.Name, outcomes[i].Key))
+		}
+	}
+	d := Draft{start: len(b)}
+	if len(outcomes) == 1 && pks == nil {
+		d.policy = outcomes[0].P.item
+	} else {
+		b = appendPolicy(b, outcomes, pks)
+	}
+	d.mid = len(b)
+	b = appendRateLimit(b, outcomes, pks)
+	d.end = len(b)
+	return b, d
+}
+
+// Values returns the RateLimit-Policy and RateLimit values, substrings of
+// text (when written there): text is the string of the bytes AppendDraft
+// returned, or of bytes that start with them.
+func (d Draft) Values(text string) (policy, rateLimit string) {
+	policy = d.policy
+	if policy == "" {
+		policy = text[d.start:d.mid]
+	}
+	return policy, text[d.mid:d.end]
+}
+
+// partitionKey returns ";pk=:BASE64:", the first 96 bits of
 // HMAC-SHA256(secret, policy ‖ 0 ‖ key), or "" without a secret.
-func PartitionKey(secret []byte, policy, key string) string {
+func partitionKey(secret []byte, policy, key string) string {
 	if secret == nil {
 		return ""
 	}

@@ -12,7 +12,7 @@ import (
 
 func mustCompile(t *testing.T, p Policy[string]) *Compiled[string] {
 	t.Helper()
-	c, err := Compile("test", p, "test")
+	c, err := compile("test", p, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,15 +46,15 @@ func TestRateLimitItem(t *testing.T) {
 		{"quoted name", quoted, sluice.Result{Allowed: true, Remaining: 0, ResetAfter: time.Second}, false, "", `"a\"b";r=0;t=1`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(AppendRateLimitItem([]byte("x "), tc.p, tc.res, tc.denied, tc.pk)); got != "x "+tc.want {
-				t.Errorf("AppendRateLimitItem = %s, want x %s", got, tc.want)
+			if got := string(appendRateLimitItem([]byte("x "), tc.p, tc.res, tc.denied, tc.pk)); got != "x "+tc.want {
+				t.Errorf("appendRateLimitItem = %s, want x %s", got, tc.want)
 			}
 			if got := ResetSecondsOf(tc.p, tc.res, tc.denied); got != tc.wantT {
 				t.Errorf("ResetSecondsOf = %d, want %d", got, tc.wantT)
 			}
 			o := Outcome[string]{P: tc.p, Result: tc.res, Denied: tc.denied}
-			if got := ResetSeconds(&o); got != tc.wantT {
-				t.Errorf("ResetSeconds = %d, want %d", got, tc.wantT)
+			if got := resetSeconds(&o); got != tc.wantT {
+				t.Errorf("resetSeconds = %d, want %d", got, tc.wantT)
 			}
 		})
 	}
@@ -83,22 +83,22 @@ func TestRateLimitValues(t *testing.T) {
 			`"per-ip";r=4;t=30;pk=:AQ==:, "in-flight";r=0;t=10;pk=:Ag==:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(AppendPolicy(nil, tc.outcomes, tc.pks)); got != tc.policy {
-				t.Errorf("AppendPolicy = %s, want %s", got, tc.policy)
+			if got := string(appendPolicy(nil, tc.outcomes, tc.pks)); got != tc.policy {
+				t.Errorf("appendPolicy = %s, want %s", got, tc.policy)
 			}
-			if got := string(AppendRateLimit(nil, tc.outcomes, tc.pks)); got != tc.rl {
-				t.Errorf("AppendRateLimit = %s, want %s", got, tc.rl)
+			if got := string(appendRateLimit(nil, tc.outcomes, tc.pks)); got != tc.rl {
+				t.Errorf("appendRateLimit = %s, want %s", got, tc.rl)
 			}
 		})
 	}
-	if got := string(AppendPolicyItem([]byte("p: "), a, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
-		t.Errorf("AppendPolicyItem = %s", got)
+	if got := string(appendPolicyItem([]byte("p: "), a, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
+		t.Errorf("appendPolicyItem = %s", got)
 	}
 }
 
 func TestPartitionKey(t *testing.T) {
 	secret := []byte("0123456789abcdef")
-	if got := PartitionKey(nil, "p", "k"); got != "" {
+	if got := partitionKey(nil, "p", "k"); got != "" {
 		t.Errorf("no secret: %q, want none", got)
 	}
 	// The first 96 bits of HMAC-SHA256(secret, policy ‖ 0 ‖ key), as an
@@ -106,9 +106,9 @@ func TestPartitionKey(t *testing.T) {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte("per-ip\x00ip:192.0.2.1"))
 	want := ";pk=:" + base64.StdEncoding.EncodeToString(mac.Sum(nil)[:12]) + ":"
-	got := PartitionKey(secret, "per-ip", "ip:192.0.2.1")
+	got := partitionKey(secret, "per-ip", "ip:192.0.2.1")
 	if got != want || len(got) != len(";pk=::")+16 {
-		t.Errorf("PartitionKey = %s, want %s", got, want)
+		t.Errorf("partitionKey = %s, want %s", got, want)
 	}
 	for _, other := range [][3]string{
 		{"0123456789abcdeF", "per-ip", "ip:192.0.2.1"}, // another secret
@@ -117,8 +117,51 @@ func TestPartitionKey(t *testing.T) {
 		{string(secret), "per-ip\x00ip", ":192.0.2.1"}, // the separator cannot be moved
 		{string(secret), "per-i", "p\x00ip:192.0.2.1"},
 	} {
-		if PartitionKey([]byte(other[0]), other[1], other[2]) == got {
-			t.Errorf("PartitionKey(%q, %q, %q) is the same as per-ip's on 192.0.2.1", other[0], other[1], other[2])
+		if partitionKey([]byte(other[0]), other[1], other[2]) == got {
+			t.Errorf("partitionKey(%q, %q, %q) is the same as per-ip's on 192.0.2.1", other[0], other[1], other[2])
 		}
+	}
+}
+
+// TestAppendDraft checks the two values AppendDraft locates: after the
+// bytes already in the buffer and before any appended later, the policy
+// item of a lone policy without a secret left unwritten, and the pk
+// parameter of each item with a secret.
+func TestAppendDraft(t *testing.T) {
+	a := mustCompile(t, pol("per-ip"))
+	b := mustCompile(t, Policy[string]{Name: "in-flight", Limit: sluice.Must(sluice.Concurrency(2, time.Minute)), Key: fixed("k")})
+	outcomes := []Outcome[string]{
+		{P: a, Key: "ip:192.0.2.1", Result: sluice.Result{Allowed: true, Remaining: 4, ResetAfter: 30 * time.Second}},
+		{P: b, Key: "k", Result: sluice.Result{RetryAfter: 10 * time.Second}, Denied: true},
+	}
+	secret := []byte("0123456789abcdef")
+	pks := []string{partitionKey(secret, "per-ip", "ip:192.0.2.1"), partitionKey(secret, "in-flight", "k")}
+	for _, tc := range []struct {
+		name       string
+		outcomes   []Outcome[string]
+		secret     []byte
+		policy, rl string
+		written    int // bytes AppendDraft appends
+	}{
+		{"none", nil, nil, "", "", 0},
+		{"one: its item, not written", outcomes[:1], nil, `"per-ip";q=10;w=60`, `"per-ip";r=4;t=30`, len(`"per-ip";r=4;t=30`)},
+		{"two", outcomes, nil,
+			`"per-ip";q=10;w=60, "in-flight";q=2;qu="concurrent-requests"`,
+			`"per-ip";r=4;t=30, "in-flight";r=0;t=10`, -1},
+		{"one with a secret", outcomes[:1], secret, `"per-ip";q=10;w=60` + pks[0], `"per-ip";r=4;t=30` + pks[0], -1},
+		{"two with a secret", outcomes, secret,
+			`"per-ip";q=10;w=60` + pks[0] + `, "in-flight";q=2;qu="concurrent-requests"` + pks[1],
+			`"per-ip";r=4;t=30` + pks[0] + `, "in-flight";r=0;t=10` + pks[1], -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf, d := AppendDraft([]byte("before"), tc.outcomes, tc.secret)
+			if want := tc.written; want >= 0 && len(buf) != len("before")+want {
+				t.Errorf("appended %q, want %d bytes", buf[len("before"):], want)
+			}
+			policy, rl := d.Values(string(append(buf, "after"...)))
+			if policy != tc.policy || rl != tc.rl {
+				t.Errorf("Values = %s | %s, want %s | %s", policy, rl, tc.policy, tc.rl)
+			}
+		})
 	}
 }
