@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/sluice-go/sluice/runtime/luart"
@@ -50,13 +51,16 @@ func (l *Limiter) enqueue(f *flight) {
 }
 
 // take moves up to maxBatch queued flights of n into batch; when none is
-// queued the calling sender stops counting among n's senders.
-func (n *node) take(batch []*flight) []*flight {
+// queued and stop is set, the calling sender stops counting among n's
+// senders.
+func (n *node) take(batch []*flight, stop bool) []*flight {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := min(len(n.queue), maxBatch)
 	if k == 0 {
-		n.senders--
+		if stop {
+			n.senders--
+		}
 		return batch
 	}
 	batch = append(batch, n.queue[:k]...)
@@ -66,34 +70,56 @@ func (n *node) take(batch []*flight) []*flight {
 	return batch
 }
 
-// sender sends n's queued flights until none has come for a second or the
+// sender sends n's queued flights until it has sent nothing for a second
+// (the timer is looked at once a second, not set at each wait) or the
 // Limiter closes.
 func (l *Limiter) sender(n *node) {
 	defer l.goroutines.done()
 	s := new(sendBuf)
 	idle := time.NewTimer(time.Second)
 	defer idle.Stop()
+	sent := false
 	for {
-		l.sendQueued(n, s, true)
-		idle.Reset(time.Second)
-		select {
-		case <-n.wake: // counted among n's senders again by the waker
-		case <-idle.C:
-			return
-		case <-l.goroutines.ctx.Done():
-			return
+		sent = l.sendQueued(n, s, true) || sent
+		for waiting := true; waiting; {
+			select {
+			case <-n.wake: // counted among n's senders again by the waker
+				waiting = false
+			case <-idle.C:
+				if !sent {
+					return
+				}
+				sent = false
+				idle.Reset(time.Second)
+			case <-l.goroutines.ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-// sendQueued sends n's queue, batch after batch, until it is empty.
-func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) {
+// lingers is how many times a sender that found the queue empty lets
+// the callers run before it stops: a caller whose answer it just handed
+// over often asks again at once, and finds it still at work instead of
+// waking it.
+const lingers = 2
+
+// sendQueued sends n's queue, batch after batch, until it is empty, and
+// reports whether it sent anything.
+func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) (sent bool) {
+	idle := 0
 	for {
-		batch := n.take(s.batch[:0])
+		batch := n.take(s.batch[:0], idle == lingers)
 		s.batch = batch
 		if len(batch) == 0 {
-			return
+			if idle == lingers {
+				return sent
+			}
+			idle++
+			runtime.Gosched()
+			continue
 		}
+		idle, sent = 0, true
 		ctx := l.deadlines.get(batch[0].start, l.cfg.flightBound())
 		l.send(ctx, s, batch, false)
 		for _, f := range batch {
