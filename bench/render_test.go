@@ -184,43 +184,75 @@ func (r *report) table(b *strings.Builder, group string, ref func(c cell) []samp
 }
 
 // A target is one ratio the performance work aims at: the decisions per
-// second of cell num over those of cell den (cell ids), round by round.
-// want is 0 for a yardstick with no target. The run order keeps each
-// target's two cells next to each other (runOrder).
+// second of cell num over those of cell den (cell ids), round by round, at
+// least want; or with cpu, num's client CPU per decision over den's, at
+// most want. want is 0 for a yardstick with no target. The run order
+// keeps each target's two cells next to each other (runOrder).
 type target struct {
 	what     string
 	num, den string
 	want     float64
+	cpu      bool
+}
+
+// ratio is tg's ratio, round by round.
+func (tg target) ratio(r *report) []float64 {
+	a, b := r.res[tg.num], r.res[tg.den]
+	if !tg.cpu {
+		return ratios(a, b)
+	}
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if d := b[i].per(b[i].clientCPU); d > 0 {
+			out = append(out, a[i].per(a[i].clientCPU)/d)
+		}
+	}
+	return out
 }
 
 var targets = []target{
-	{"G=128: sluice ÷ `redis-benchmark -P 16` ceiling", "throughput/sluice/128", "throughput/ceiling_P16/800", 0.80},
-	{"G=128: sluice on sluice.ClientOption ÷ ceiling", "throughput/sluice_recommended/128", "throughput/ceiling_P16/800", 0.80},
-	{"G=128: sluice ÷ the bare GCRA script through rueidis (a yardstick, no target)", "throughput/sluice/128", "throughput/bare_script/128", 0},
-	{"G=128: sluice on go-redis ÷ sluice on rueidis (no target)", "throughput/sluice_goredis/128", "throughput/sluice/128", 0},
-	{"G=128: sluice on go-redis, WithAutoPipeline ÷ sluice on rueidis (no target)", "throughput/sluice_goredis_ap/128", "throughput/sluice/128", 0},
-	{"G=128: sluice ÷ redis_rate", "throughput/sluice/128", "throughput/redis_rate/128", 3},
-	{"G=128: sluice on sluice.ClientOption ÷ redis_rate", "throughput/sluice_recommended/128", "throughput/redis_rate/128", 3},
-	{"G=1: sluice ÷ redis_rate", "throughput/sluice/1", "throughput/redis_rate/1", 1.1},
-	{"G=1: AllowAll of 16 limits ÷ 16 sequential Allows", "allow_all/sluice_allowall16/1", "allow_all/sluice_16_allows/1", 10},
-	{"G=128: AllowAll of 16 limits ÷ 16 sequential Allows", "allow_all/sluice_allowall16/128", "allow_all/sluice_16_allows/128", 10},
-	{"G=1: denied hot identity, denial cache ÷ WithDenialCache(0)", "denial/sluice_cache/1", "denial/sluice_nocache/1", 20},
-	{"G=128: denied hot identity, denial cache ÷ WithDenialCache(0)", "denial/sluice_cache/128", "denial/sluice_nocache/128", 20},
+	// The Limiter's own cost: Allow ÷ the EVALSHA it sends, made by hand
+	// on the same client (evalsha_gcra), with either client's options.
+	{"G=1: Allow ÷ its bare EVALSHA", "throughput/sluice/1", "throughput/evalsha_gcra/1", 0.95, false},
+	{"G=128: Allow ÷ its bare EVALSHA", "throughput/sluice/128", "throughput/evalsha_gcra/128", 0.9, false},
+	{"G=512: Allow ÷ its bare EVALSHA", "throughput/sluice/512", "throughput/evalsha_gcra/512", 0.9, false},
+	{"G=1: Allow ÷ its bare EVALSHA, on sluice.ClientOption", "throughput/sluice_recommended/1", "throughput/evalsha_gcra_recommended/1", 0.95, false},
+	{"G=128: Allow ÷ its bare EVALSHA, on sluice.ClientOption", "throughput/sluice_recommended/128", "throughput/evalsha_gcra_recommended/128", 0.9, false},
+	{"G=512: Allow ÷ its bare EVALSHA, on sluice.ClientOption", "throughput/sluice_recommended/512", "throughput/evalsha_gcra_recommended/512", 0.9, false},
+	{"G=128: client CPU per decision, Allow ÷ bare EVALSHA", "throughput/sluice/128", "throughput/evalsha_gcra/128", 1.4, true},
+	{"G=512: client CPU per decision, Allow ÷ bare EVALSHA", "throughput/sluice/512", "throughput/evalsha_gcra/512", 1.4, true},
+	{"G=128: client CPU per decision, Allow ÷ bare EVALSHA, on sluice.ClientOption", "throughput/sluice_recommended/128", "throughput/evalsha_gcra_recommended/128", 1.4, true},
+	{"G=512: client CPU per decision, Allow ÷ bare EVALSHA, on sluice.ClientOption", "throughput/sluice_recommended/512", "throughput/evalsha_gcra_recommended/512", 1.4, true},
+	{"G=128: sluice ÷ `redis-benchmark -P 16` ceiling", "throughput/sluice/128", "throughput/ceiling_P16/800", 0.80, false},
+	{"G=128: sluice on sluice.ClientOption ÷ ceiling", "throughput/sluice_recommended/128", "throughput/ceiling_P16/800", 0.80, false},
+	{"G=128: sluice ÷ the bare GCRA script through rueidis (a yardstick, no target)", "throughput/sluice/128", "throughput/bare_script/128", 0, false},
+	{"G=128: sluice on go-redis ÷ sluice on rueidis (no target)", "throughput/sluice_goredis/128", "throughput/sluice/128", 0, false},
+	{"G=128: sluice on go-redis, WithAutoPipeline ÷ sluice on rueidis (no target)", "throughput/sluice_goredis_ap/128", "throughput/sluice/128", 0, false},
+	{"G=128: sluice ÷ redis_rate", "throughput/sluice/128", "throughput/redis_rate/128", 3, false},
+	{"G=128: sluice on sluice.ClientOption ÷ redis_rate", "throughput/sluice_recommended/128", "throughput/redis_rate/128", 3, false},
+	{"G=1: sluice ÷ redis_rate", "throughput/sluice/1", "throughput/redis_rate/1", 1.1, false},
+	{"G=1: AllowAll of 16 limits ÷ 16 sequential Allows", "allow_all/sluice_allowall16/1", "allow_all/sluice_16_allows/1", 10, false},
+	{"G=128: AllowAll of 16 limits ÷ 16 sequential Allows", "allow_all/sluice_allowall16/128", "allow_all/sluice_16_allows/128", 10, false},
+	{"G=1: denied hot identity, denial cache ÷ WithDenialCache(0)", "denial/sluice_cache/1", "denial/sluice_nocache/1", 20, false},
+	{"G=128: denied hot identity, denial cache ÷ WithDenialCache(0)", "denial/sluice_cache/128", "denial/sluice_nocache/128", 20, false},
 }
 
 // markdown renders every table of the run.
 func (r *report) markdown() string {
 	var b strings.Builder
-	b.WriteString("#### Targets (ratios of decisions per second, per round, same run)\n\n")
+	b.WriteString("#### Targets (ratios of decisions per second, or of client CPU per decision, per round, same run)\n\n")
 	b.WriteString("| ratio | each round | median | target | met |\n|---|---|---:|---:|---|\n")
 	for _, tg := range targets {
-		got := ratios(r.res[tg.num], r.res[tg.den])
+		got := tg.ratio(r)
 		m := median(got)
 		want, met := "≥ "+times(tg.want), "no"
+		if tg.cpu {
+			want = "≤ " + times(tg.want)
+		}
 		switch {
 		case tg.want == 0:
 			want, met = "–", "–"
-		case len(got) > 0 && m >= tg.want:
+		case len(got) > 0 && (!tg.cpu && m >= tg.want || tg.cpu && m <= tg.want):
 			met = "yes"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", tg.what, perRound(got, times), times(m), want, met)
