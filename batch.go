@@ -159,7 +159,7 @@ func (l *Limiter) DecideInto(ctx context.Context, d *Decision, checks ...Check) 
 	if err := validChecks(checks); err != nil {
 		return err
 	}
-	b := newBatch(l, checks, res, leases)
+	b := newBatch(l.e, checks, res, leases)
 	err := b.decide(ctx)
 	*d = b.dec
 	b.free()
@@ -194,8 +194,8 @@ func grow[T any](s []T, n int) []T {
 
 // decideOne is the batch of one validated check, for Allow, AllowN, Peek
 // and Acquire.
-func (l *Limiter) decideOne(ctx context.Context, c Check) (Result, Lease, error) {
-	b := newBatch(l, nil, nil, nil)
+func (e *engine) decideOne(ctx context.Context, c Check) (Result, Lease, error) {
+	b := newBatch(e, nil, nil, nil)
 	b.checkBuf[0] = c
 	b.checks = b.checkBuf[:1]
 	b.dec.Results, b.dec.Leases = b.resBuf[:1], b.leaseBuf[:1]
@@ -221,7 +221,7 @@ type group struct {
 // order; each is a method below. Batches are pooled with room for small
 // ones inline, so a decision allocates none of this.
 type batch struct {
-	l      *Limiter
+	l      *engine
 	dec    Decision
 	checks []Check
 	keys   []string
@@ -250,7 +250,7 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 
 // newBatch is a batch of l over checks (copied; nil: the caller sets
 // them), its Decision's Results and Leases reusing res and leases.
-func newBatch(l *Limiter, checks []Check, res []Result, leases []Lease) *batch {
+func newBatch(l *engine, checks []Check, res []Result, leases []Lease) *batch {
 	b := batches.Get().(*batch)
 	b.l = l
 	b.checks = b.checkBuf[:0]
@@ -281,7 +281,7 @@ func (b *batch) decide(ctx context.Context) error {
 	l := b.l
 	b.start = time.Now()
 	for i := range b.checks {
-		b.keys = append(b.keys, l.Key(b.checks[i].Identity, b.checks[i].Limit))
+		b.keys = append(b.keys, l.key(b.checks[i].Identity, b.checks[i].Limit))
 	}
 	if b.fromCache(ctx) {
 		return nil
@@ -542,31 +542,31 @@ func byNode(reqs []request, nodes []*node, groups []group) []group {
 // flyGroups sends each group's requests in a flight of its own, all of them
 // before waiting for any (the nodes answer in parallel), and then waits for
 // each; a group that landed has its replies in reqs and its TIME in t0.
-func (l *Limiter) flyGroups(ctx context.Context, start time.Time, reqs []request, groups []group, now *int64, since bool) {
+func (e *engine) flyGroups(ctx context.Context, start time.Time, reqs []request, groups []group, now *int64, since bool) {
 	for gi := range groups {
 		g := &groups[gi]
-		g.f, g.o, g.err = l.launch(ctx, g.n, start, reqs[g.lo:g.hi], now, since)
+		g.f, g.o, g.err = e.launch(ctx, g.n, start, reqs[g.lo:g.hi], now, since)
 	}
 	for gi := range groups {
 		g := &groups[gi]
 		if g.o != outcomeOK {
 			continue
 		}
-		if g.o, g.err = l.await(ctx, g.f); g.o == outcomeOK || g.o == outcomeClosed {
+		if g.o, g.err = e.await(ctx, g.f); g.o == outcomeOK || g.o == outcomeClosed {
 			g.t0 = g.f.t0
-			l.collect(g.f, reqs[g.lo:g.hi])
+			e.collect(g.f, reqs[g.lo:g.hi])
 		}
 	}
 }
 
 // record counts the decisions of the checks in asked.
-func (l *Limiter) record(ctx context.Context, d *Decision, asked uint64, start time.Time) {
-	if l.metrics == nil {
+func (e *engine) record(ctx context.Context, d *Decision, asked uint64, start time.Time) {
+	if e.metrics == nil {
 		return
 	}
 	for i := range d.Results {
 		if asked&(1<<i) != 0 {
-			l.metrics.decision(ctx, d.Results[i], start)
+			e.metrics.decision(ctx, d.Results[i], start)
 		}
 	}
 }
@@ -574,11 +574,11 @@ func (l *Limiter) record(ctx context.Context, d *Decision, asked uint64, start t
 // refund gives back the charges of a denied batch: in Redis one refund
 // script per identity and one release per slot taken, all in one round
 // trip per node; local slots are released at once.
-func (l *Limiter) refund(ctx context.Context, b *batch) {
+func (e *engine) refund(ctx context.Context, b *batch) {
 	d := &b.dec
 	for i := range d.Leases {
 		if b.local&(1<<i) != 0 {
-			l.policy.release(d.Leases[i].key, d.Leases[i].ID)
+			e.policy.release(d.Leases[i].key, d.Leases[i].ID)
 		}
 		d.Leases[i] = Lease{}
 	}
@@ -588,7 +588,7 @@ func (l *Limiter) refund(ctx context.Context, b *batch) {
 	var obuf [4]request
 	var nbuf [4]*node
 	out, nodes := b.refunds(obuf[:0], nbuf[:0])
-	now := l.nowArg()
+	now := e.nowArg()
 	for i := range out {
 		if out[i].kind == callRefund {
 			out[i].call, out[i].decode = refundCall(&out[i], now)
@@ -596,9 +596,9 @@ func (l *Limiter) refund(ctx context.Context, b *batch) {
 	}
 	var gbuf [2]group
 	gs := byNode(out, nodes, gbuf[:0])
-	l.flyGroups(ctx, time.Now(), out, gs, now, false)
+	e.flyGroups(ctx, time.Now(), out, gs, now, false)
 	for gi := range gs {
-		l.refunded(ctx, &gs[gi], out)
+		e.refunded(ctx, &gs[gi], out)
 	}
 }
 
@@ -647,7 +647,7 @@ func (b *batch) refunds(out []request, nodes []*node) ([]request, []*node) {
 
 // refunded records how the refunds of g fared; a release that did not get
 // through is retried in the background.
-func (l *Limiter) refunded(ctx context.Context, g *group, out []request) {
+func (e *engine) refunded(ctx context.Context, g *group, out []request) {
 	for i := g.lo; i < g.hi; i++ {
 		err := out[i].err
 		if g.o != outcomeOK {
@@ -659,9 +659,9 @@ func (l *Limiter) refunded(ctx context.Context, g *group, out []request) {
 		if err == nil {
 			continue
 		}
-		l.metrics.failure(ctx, out[i].lim, err)
+		e.metrics.failure(ctx, out[i].lim, err)
 		if out[i].kind == callRelease && (g.o == outcomeOK || g.o == outcomeUnavailable) {
-			l.giveBack(out[i].key, out[i].holder, out[i].lim)
+			e.giveBack(out[i].key, out[i].holder, out[i].lim)
 		}
 	}
 }

@@ -275,7 +275,7 @@ func TestDecideRoundTrips(t *testing.T) {
 		}
 	}
 	denied("denied", 3, map[string]int64{"evalsha": 4 + 3, "eval": 2, "time": 1 + 4 + 1 + 2})
-	l.denials.forget(l.Key(checks[2].Identity, route)) // as if the cached denial had run out
+	l.e.denials.forget(l.Key(checks[2].Identity, route)) // as if the cached denial had run out
 	denied("denied", 2, map[string]int64{"evalsha": 4 + 3, "time": 1 + 4 + 3})
 	step("denied", false, 0, map[string]int64{}) // the route's denial is cached, and no slot was held
 }

@@ -68,7 +68,7 @@ func miniLimiter(t *testing.T, extra ...Option) (*Limiter, *miniredis.Miniredis,
 func settle(t *testing.T, l *Limiter) {
 	t.Helper()
 	if _, ok := waitFor(10*time.Second, func() bool {
-		for _, n := range l.router.all() {
+		for _, n := range l.e.router.all() {
 			if n.probing.Load() {
 				return false
 			}
@@ -181,7 +181,7 @@ func TestReleaseBypassesBreaker(t *testing.T) {
 	if r, _ := l.Allow(ctx, "u", Must(GCRA(1, time.Second, 1))); !r.Degraded {
 		t.Fatalf("call during the outage: %+v", r)
 	}
-	if l.router.any.breaker.current() != breakerOpen {
+	if l.e.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open")
 	}
 	sc.fail.Store(false)
@@ -289,7 +289,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || r.Degraded {
 			t.Fatalf("caller deadline %v: %+v, %v; want a DeadlineExceeded error", d, r, err)
 		}
-		if st := l.router.any.breaker.current(); st != breakerClosed {
+		if st := l.e.router.any.breaker.current(); st != breakerClosed {
 			t.Fatalf("caller deadline %v moved the breaker to %v", d, st)
 		}
 	}
@@ -298,7 +298,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if _, err := l.Allow(ctx, "u", lim); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller: %v", err)
 	}
-	if st := l.router.any.breaker.current(); st != breakerClosed {
+	if st := l.e.router.any.breaker.current(); st != breakerClosed {
 		t.Fatalf("a cancelled caller moved the breaker to %v", st)
 	}
 
@@ -313,7 +313,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if err != nil || !r.Degraded || !r.Allowed {
 		t.Fatalf("WithTimeout's bound: %+v, %v; want a degraded fail-open admission", r, err)
 	}
-	if st := bounded.router.any.breaker.current(); st != breakerClosed {
+	if st := bounded.e.router.any.breaker.current(); st != breakerClosed {
 		t.Fatalf("WithTimeout's bound moved the breaker to %v", st)
 	}
 	// The silence timeout: nothing came back for 50ms, so the node is
@@ -328,7 +328,7 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	if r, err := silent.Allow(ctx, "u", lim); err != nil || !r.Degraded {
 		t.Fatalf("silent node: %+v, %v; want the policy's answer", r, err)
 	}
-	if st := silent.router.any.breaker.current(); st != breakerOpen {
+	if st := silent.e.router.any.breaker.current(); st != breakerOpen {
 		t.Fatalf("silent node left the breaker %v, want open", st)
 	}
 	if !strings.Contains(errBreakerOpen.Error(), "circuit breaker open") {
@@ -441,11 +441,11 @@ func TestReleaseRetriesOnTheLimitersClock(t *testing.T) {
 	if _, ok := waitFor(10*time.Second, func() bool { return sc.calls.Load() >= calls+3 }); !ok {
 		t.Fatalf("the release was not retried: %d calls", sc.calls.Load()-calls)
 	}
-	if !l.undos.running.Load() {
+	if !l.e.undos.running.Load() {
 		t.Fatal("the release queue stopped while the lease is still live on the Limiter's clock")
 	}
 	clk.add(time.Minute) // the lease has expired: nothing left to give back
-	if _, ok := waitFor(10*time.Second, func() bool { return !l.undos.running.Load() }); !ok {
+	if _, ok := waitFor(10*time.Second, func() bool { return !l.e.undos.running.Load() }); !ok {
 		t.Fatal("the release queue still retries after the lease expired on the Limiter's clock")
 	}
 }

@@ -1138,7 +1138,7 @@ func TestFaultReleaseAfterStall(t *testing.T) {
 	}
 	// The release goes out while Redis is still stalled; the node is
 	// found silent once more (its waiters woken) before Redis runs again.
-	n := l.router.any
+	n := l.e.router.any
 	quiet := n.quiet.Load()
 	released := make(chan error, 1)
 	go func() { released <- l.Release(ctx, lease) }()

@@ -42,11 +42,13 @@ var ErrUnhealthy = errors.New("sluice: Redis unavailable")
 // node whose breaker's cooldown has passed it starts the Limiter's probe
 // (in the background), so that a readiness check sees the node come back
 // even while no traffic reaches it.
-func (l *Limiter) Health() Health {
-	h := Health{Policy: l.cfg.policy}
-	for _, n := range l.router.all() {
+func (l *Limiter) Health() Health { return l.e.health() }
+
+func (e *engine) health() Health {
+	h := Health{Policy: e.cfg.policy}
+	for _, n := range e.router.all() {
 		if ok, probe := n.breaker.allow(); !ok && probe {
-			l.probe(n) // a readiness check with no traffic still sees the node come back
+			e.probe(n) // a readiness check with no traffic still sees the node come back
 		}
 		nh := NodeHealth{Addr: n.addr, Breaker: n.breaker.current().String(), InFlight: n.inflight.Load()}
 		if ns := n.lastReply.Load(); ns > 0 {

@@ -35,7 +35,7 @@ func (l *Limiter) Acquire(ctx context.Context, identity string, lim Limit) (Leas
 	if lim.Algorithm != AlgConcurrency {
 		return Lease{}, Result{}, fmt.Errorf("%w: Acquire needs a concurrency limit, got %s", ErrInvalidLimit, lim.Algorithm)
 	}
-	res, lease, err := l.decideOne(ctx, Check{Identity: identity, Limit: lim, Cost: 1})
+	res, lease, err := l.e.decideOne(ctx, Check{Identity: identity, Limit: lim, Cost: 1})
 	if err != nil || !res.Allowed {
 		return Lease{}, res, err
 	}
@@ -52,12 +52,18 @@ func (l *Limiter) Extend(ctx context.Context, lease Lease) (Result, error) {
 	if lease.ID == "" {
 		return Result{}, fmt.Errorf("%w: Extend of a zero Lease", ErrInvalidLimit)
 	}
+	return l.e.renew(ctx, lease)
+}
+
+// renew is Extend of a valid lease: from the failure policy for a lease it
+// took, else in Redis.
+func (e *engine) renew(ctx context.Context, lease Lease) (Result, error) {
 	if lease.local {
-		return l.policy.acquire(lease.key, lease.ID, lease.limit, l.now(), nil), nil
+		return e.policy.acquire(lease.key, lease.ID, lease.limit, e.now(), nil), nil
 	}
-	req := request{kind: callRenew, call: acquireCall(lease.key, lease.ID, lease.limit, l.nowArg()), decode: algConcurrency.decode,
+	req := request{kind: callRenew, call: acquireCall(lease.key, lease.ID, lease.limit, e.nowArg()), decode: algConcurrency.decode,
 		lim: lease.limit, key: lease.key, holder: lease.ID}
-	res, err := l.run(ctx, &req)
+	res, err := e.run(ctx, &req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, fmt.Errorf("sluice: extend %s: %w (the renewal may still be made: the lease ends at its old expiry or the new one)", lease.key, err)
@@ -93,12 +99,18 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		return nil
 	}
+	return l.e.release(ctx, lease)
+}
+
+// release is Release of a lease: to the failure policy for a lease it
+// took, else in Redis, and in the background when Redis does not answer.
+func (e *engine) release(ctx context.Context, lease Lease) error {
 	if lease.local {
-		l.policy.release(lease.key, lease.ID)
+		e.policy.release(lease.key, lease.ID)
 		return nil
 	}
-	req := releaseRequest(lease.key, lease.ID, lease.limit, l.nowArg())
-	_, err := l.run(ctx, &req)
+	req := releaseRequest(lease.key, lease.ID, lease.limit, e.nowArg())
+	_, err := e.run(ctx, &req)
 	switch {
 	case err == nil:
 		return nil
@@ -108,7 +120,7 @@ func (l *Limiter) Release(ctx context.Context, lease Lease) error {
 		// The flight goes on without the caller, and retries if it fails.
 		return fmt.Errorf("sluice: release %s: %w (the release goes on in the background)", lease.key, err)
 	}
-	l.giveBack(lease.key, lease.ID, lease.limit)
+	e.giveBack(lease.key, lease.ID, lease.limit)
 	return fmt.Errorf("sluice: release %s: %w (retried in the background; at the latest the lease expires after %v)", lease.key, err, lease.limit.Period)
 }
 
@@ -133,30 +145,30 @@ type undo struct {
 func newUndoQueue() *undoQueue { return &undoQueue{ch: make(chan undo, 4096)} }
 
 // giveBack queues the release of holder id from key.
-func (l *Limiter) giveBack(key, id string, lim Limit) {
-	q := l.undos
+func (e *engine) giveBack(key, id string, lim Limit) {
+	q := e.undos
 	select {
-	case q.ch <- undo{key: key, id: id, limit: lim, until: l.now().Add(lim.Period)}:
+	case q.ch <- undo{key: key, id: id, limit: lim, until: e.now().Add(lim.Period)}:
 	default:
 		return
 	}
-	if q.running.CompareAndSwap(false, true) && !l.goroutines.start(l.drainUndos) {
+	if q.running.CompareAndSwap(false, true) && !e.goroutines.start(e.drainUndos) {
 		q.running.Store(false)
 	}
 }
 
-func (l *Limiter) drainUndos() {
-	q := l.undos
-	ctx := l.goroutines.ctx
+func (e *engine) drainUndos() {
+	q := e.undos
+	ctx := e.goroutines.ctx
 	pause := 10 * time.Millisecond
 	for {
 		select {
 		case u := <-q.ch:
-			if !l.now().Before(u.until) {
+			if !e.now().Before(u.until) {
 				continue
 			}
-			req := releaseRequest(u.key, u.id, u.limit, l.nowArg())
-			_, err := l.run(ctx, &req)
+			req := releaseRequest(u.key, u.id, u.limit, e.nowArg())
+			_, err := e.run(ctx, &req)
 			if err == nil {
 				pause = 10 * time.Millisecond
 				continue

@@ -78,6 +78,6 @@ func (g *goroutines) close() {
 // still queued are dropped (those slots come back when their leases
 // expire), and later calls return ErrClosed. It does not close the rueidis
 // client, which the caller owns. Close is safe to call more than once.
-func (l *Limiter) Close() {
-	l.goroutines.close()
-}
+func (l *Limiter) Close() { l.e.close() }
+
+func (e *engine) close() { e.goroutines.close() }

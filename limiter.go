@@ -14,7 +14,21 @@ import (
 
 // Limiter makes rate-limiting decisions in Redis. It is safe for
 // concurrent use; create one per client and share it.
+//
+// The Limiter is the API: it checks its arguments, builds the checks and
+// requests of each call, and shapes the answers. The engine under it
+// makes the decisions.
 type Limiter struct {
+	e *engine
+}
+
+// engine is what decides: the Redis transport and its nodes, the failure
+// policy, the denial cache and the goroutines that carry calls. Its
+// entry points for the Limiter are few: a batch decision (batch.decide,
+// decideOne), a single call outside a batch (run, reserve), and health
+// and close; the rest (flights, senders, the silence watch, refunds,
+// the release queue) is its own.
+type engine struct {
 	client  luart.Transport
 	cfg     config
 	now     func() time.Time // the clock of the breaker and the local fallback: cfg.clock or time.Now
@@ -75,14 +89,14 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines()}
-	l.deadlines.root = l.goroutines.ctx
-	if l.now == nil {
-		l.now = time.Now
+	e := &engine{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines()}
+	e.deadlines.root = e.goroutines.ctx
+	if e.now == nil {
+		e.now = time.Now
 	}
-	l.router = newRouter(client, l.goroutines, func(addr string) *node {
-		n := newNode(addr, cfg.silence, l.ping(addr), l.watchNode)
-		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, l.now, func(from, to breakerState) {
+	e.router = newRouter(client, e.goroutines, func(addr string) *node {
+		n := newNode(addr, cfg.silence, e.ping(addr), e.watchNode)
+		n.breaker = newBreaker(cfg.breakerThreshold, cfg.breakerCooldown, e.now, func(from, to breakerState) {
 			m.transition(addr, to, n.breaker.current())
 			switch to {
 			case breakerOpen:
@@ -94,11 +108,11 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 		})
 		return n
 	})
-	l.policy = newFallback(cfg)
+	e.policy = newFallback(cfg)
 	if cfg.denialCache > 0 {
-		l.denials = newDenialCache(cfg.denialCache)
+		e.denials = newDenialCache(cfg.denialCache)
 	}
-	return l, nil
+	return &Limiter{e: e}, nil
 }
 
 // Key returns the Redis key that holds lim's state for identity, as
@@ -106,13 +120,18 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 // not short and plain, "~" and its SHA-256. Allow, AllowN, Peek, AllowAll,
 // Reset and Acquire all use this one key for lim and identity.
 func (l *Limiter) Key(identity string, lim Limit) string {
-	return key(l.cfg.prefix, identity, lim.Name)
+	return l.e.key(identity, lim)
+}
+
+// key is the Redis key of lim's state for identity (Limiter.Key).
+func (e *engine) key(identity string, lim Limit) string {
+	return key(e.cfg.prefix, identity, lim.Name)
 }
 
 // FailurePolicy is the policy deciding while Redis is unavailable, for
 // callers that answer its denials differently (an HTTP 503 for
 // FailClosed, a 429 for a FailLocal quota).
-func (l *Limiter) FailurePolicy() FailurePolicy { return l.cfg.policy }
+func (l *Limiter) FailurePolicy() FailurePolicy { return l.e.cfg.policy }
 
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, identity string, lim Limit) (Result, error) {
@@ -147,7 +166,7 @@ func (l *Limiter) rate(ctx context.Context, c Check) (Result, error) {
 	if c.Limit.Algorithm == AlgConcurrency {
 		return Result{}, fmt.Errorf("%w: %s is a concurrency limit; use Acquire and Release", ErrInvalidLimit, c.Limit.Name)
 	}
-	res, _, err := l.decideOne(ctx, c)
+	res, _, err := l.e.decideOne(ctx, c)
 	return res, err
 }
 
@@ -181,7 +200,7 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, limits []Limit,
 	if err := checkCost(cost); err != nil {
 		return Result{}, err
 	}
-	b := newBatch(l, nil, nil, nil)
+	b := newBatch(l.e, nil, nil, nil)
 	for _, lim := range limits {
 		b.checks = append(b.checks, Check{Identity: identity, Limit: lim, Cost: cost})
 	}
@@ -203,13 +222,18 @@ func (l *Limiter) Reset(ctx context.Context, identity string, lim Limit) error {
 	if err := lim.Validate(); err != nil {
 		return err
 	}
-	k := l.Key(identity, lim)
+	return l.e.reset(ctx, l.Key(identity, lim), lim)
+}
+
+// reset deletes lim's state at k in Redis, and this Limiter's memory of
+// it (the failure policy's, the denial cache's).
+func (e *engine) reset(ctx context.Context, k string, lim Limit) error {
 	req := request{kind: callReset, lim: lim, key: k, keys: []string{k}, decode: decodeReset}
-	if _, err := l.run(ctx, &req); err != nil {
+	if _, err := e.run(ctx, &req); err != nil {
 		return fmt.Errorf("sluice: reset %s: %w", k, err)
 	}
-	l.policy.forget(k)
-	l.denials.forget(k)
+	e.policy.forget(k)
+	e.denials.forget(k)
 	return nil
 }
 
@@ -224,11 +248,11 @@ func checkCost(cost int64) error {
 
 // nowArg is the now argument of every script: nil (Redis TIME) unless a
 // clock was configured.
-func (l *Limiter) nowArg() *int64 {
-	if l.cfg.clock == nil {
+func (e *engine) nowArg() *int64 {
+	if e.cfg.clock == nil {
 		return nil
 	}
-	us := l.cfg.clock().UnixMicro()
+	us := e.cfg.clock().UnixMicro()
 	return &us
 }
 

@@ -157,7 +157,7 @@ func TestOptionsValidation(t *testing.T) {
 			t.Errorf("a FailLocal option beside another policy: %v, want ErrInvalidOption naming it", err)
 		}
 	}
-	if l, err := New(c, WithReplicas(3), WithFailurePolicy(FailLocal)); err != nil || l.cfg.replicas != 3 {
+	if l, err := New(c, WithReplicas(3), WithFailurePolicy(FailLocal)); err != nil || l.e.cfg.replicas != 3 {
 		t.Errorf("WithReplicas(3) and FailLocal: %v", err)
 	}
 	for name, opt := range bad {
@@ -340,7 +340,7 @@ func TestFailurePolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := l.cfg.policy.String()
+		name := l.e.cfg.policy.String()
 		for i, want := range tc.wantAllow {
 			r, err := l.Allow(ctx, "id", lim)
 			if err != nil || !r.Degraded || r.Allowed != want {
@@ -367,7 +367,7 @@ func TestFailurePolicies(t *testing.T) {
 		if n := fc.calls.Load(); n != 4 {
 			t.Fatalf("%s: %d calls after the cooldown, want exactly one probe (4)", name, n)
 		}
-		if st := l.router.any.breaker.current(); st != breakerOpen {
+		if st := l.e.router.any.breaker.current(); st != breakerOpen {
 			t.Fatalf("%s: breaker %v after a failed probe, want open", name, st)
 		}
 	}
@@ -376,17 +376,17 @@ func TestFailurePolicies(t *testing.T) {
 	fc := &failingClient{Client: base}
 	l, _ := New(fc, WithClock(clk.now), WithBreaker(1, time.Second), WithLogger(nil))
 	l.Allow(ctx, "id", lim)
-	if l.router.any.breaker.current() != breakerOpen {
+	if l.e.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open after a failure")
 	}
-	l.client = luart.Rueidis(base)
+	l.e.client = luart.Rueidis(base)
 	clk.add(time.Second)
 	clk.set(m)
 	if r, _ := l.Allow(ctx, "id", lim); !r.Degraded {
 		t.Fatalf("the call that starts the probe waits for nothing: %+v", r)
 	}
 	settle(t, l)
-	if l.router.any.breaker.current() != breakerClosed {
+	if l.e.router.any.breaker.current() != breakerClosed {
 		t.Fatal("breaker not closed after a good probe")
 	}
 	if r, _ := l.Allow(ctx, "id", lim); r.Degraded || !r.Allowed {
@@ -402,7 +402,7 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	if _, err := l.Allow(ctx, "id", Must(GCRA(1, time.Second, 1))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if l.router.any.breaker.current() != breakerClosed {
+	if l.e.router.any.breaker.current() != breakerClosed {
 		t.Fatal("a caller's cancellation must not count against Redis")
 	}
 
@@ -425,7 +425,7 @@ func TestCallerCancellationIsAnError(t *testing.T) {
 	if n := fc.calls.Load(); n != 2 {
 		t.Fatalf("%d commands reached the client, want 2 (the failure, the probe's PING)", n)
 	}
-	if st := l.router.any.breaker.current(); st != breakerOpen {
+	if st := l.e.router.any.breaker.current(); st != breakerOpen {
 		t.Fatalf("breaker %v after a failed probe, want open", st)
 	}
 }
@@ -443,7 +443,7 @@ func TestDeadRedisOpensBreaker(t *testing.T) {
 			t.Fatalf("call %d: %+v", i, r)
 		}
 	}
-	if l.router.any.breaker.current() != breakerOpen {
+	if l.e.router.any.breaker.current() != breakerOpen {
 		t.Fatal("breaker not open after two failures")
 	}
 	r, err := l.Allow(context.Background(), "id", lim)

@@ -80,7 +80,7 @@ func BenchmarkLocalFallbackMemory(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		states, _ := l.policy.(*localFallback).size()
+		states, _ := l.e.policy.(*localFallback).size()
 		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/(1<<20), "MiB")
 		b.ReportMetric(float64(states), "states")
 		runtime.KeepAlive(l)

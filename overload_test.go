@@ -179,7 +179,7 @@ func TestOverload(t *testing.T) {
 			}
 		}
 		r.acquireTimeouts = rec.get(MetricRedisFailures + "{sluice.algorithm=concurrency,sluice.failure=timeout,sluice.limit=" + conc.Name + "}")
-		if local, ok := l.policy.(*localFallback); ok {
+		if local, ok := l.e.policy.(*localFallback); ok {
 			_, left := local.size()
 			r.localLeft = int64(left)
 		}

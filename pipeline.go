@@ -151,9 +151,9 @@ func callerErr(ctx context.Context) error {
 // answer, the error says why: there is nothing for the failure policy to
 // decide. Decisions go through Decide, or for Reserve through reserve, on
 // the same flights.
-func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
+func (e *engine) run(ctx context.Context, req *request) (Result, error) {
 	start := time.Now()
-	_, cause, err := l.one(ctx, req)
+	_, cause, err := e.one(ctx, req)
 	switch {
 	case err != nil:
 		return Result{}, err
@@ -162,7 +162,7 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 	}
 	res := req.d.result(req.lim)
 	if req.kind == callRenew {
-		l.metrics.decision(ctx, res, start)
+		e.metrics.decision(ctx, res, start)
 	}
 	return res, nil
 }
@@ -173,11 +173,11 @@ func (l *Limiter) run(ctx context.Context, req *request) (Result, error) {
 // type); otherwise Redis answered (req.d) when cause is nil, and when it
 // is not, Redis could not (cause, recorded as a failure) and n is the node
 // that could not.
-func (l *Limiter) one(ctx context.Context, req *request) (n *node, cause, err error) {
+func (e *engine) one(ctx context.Context, req *request) (n *node, cause, err error) {
 	start := time.Now()
-	n = l.router.nodeFor(req.key)
+	n = e.router.nodeFor(req.key)
 	one := [1]request{*req}
-	o, err := l.exchange(ctx, n, start, one[:], l.nowArg(), false)
+	o, err := e.exchange(ctx, n, start, one[:], e.nowArg(), false)
 	*req = one[0]
 	if o == outcomeOK {
 		o, err = outcomeOf(req.err)
@@ -186,7 +186,7 @@ func (l *Limiter) one(ctx context.Context, req *request) (n *node, cause, err er
 	case outcomeOK:
 		return n, nil, nil
 	case outcomeUnavailable:
-		l.metrics.failure(ctx, req.lim, err)
+		e.metrics.failure(ctx, req.lim, err)
 		return n, err, nil
 	}
 	return n, nil, outcomeError(o, req, err)
@@ -231,20 +231,20 @@ func outcomeOf(err error) (outcome, error) {
 // whichever comes first; outcomeOK means the flight landed, and each
 // request's err says how it fared. With since, the flight asks Redis for
 // its TIME ahead of the scripts (the bound a refund needs; sinceOf).
-func (l *Limiter) exchange(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (outcome, error) {
-	f, o, err := l.launch(ctx, n, start, reqs, now, since)
+func (e *engine) exchange(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (outcome, error) {
+	f, o, err := e.launch(ctx, n, start, reqs, now, since)
 	if o != outcomeOK {
 		return o, err
 	}
-	o, err = l.await(ctx, f)
+	o, err = e.await(ctx, f)
 	if o == outcomeOK || o == outcomeClosed {
-		l.collect(f, reqs)
+		e.collect(f, reqs)
 	}
 	return o, err
 }
 
 // collect copies the replies of a landed flight into reqs and recycles it.
-func (l *Limiter) collect(f *flight, reqs []request) {
+func (e *engine) collect(f *flight, reqs []request) {
 	for i := range reqs {
 		w := &f.reqs[f.fold[i]]
 		reqs[i].d, reqs[i].err = w.d, w.err
@@ -338,8 +338,8 @@ func joins(w, r *request) bool {
 }
 
 // launch sends reqs to n, unless n's breaker is open, as one flight.
-func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (*flight, outcome, error) {
-	if l.goroutines.closed() {
+func (e *engine) launch(ctx context.Context, n *node, start time.Time, reqs []request, now *int64, since bool) (*flight, outcome, error) {
+	if e.goroutines.closed() {
 		return nil, outcomeClosed, ErrClosed
 	}
 	first := &reqs[0]
@@ -354,7 +354,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 	if first.decides() {
 		if ok, probe := n.breaker.allow(); !ok {
 			if probe {
-				l.probe(n)
+				e.probe(n)
 			}
 			return nil, outcomeUnavailable, errBreakerOpen
 		}
@@ -362,16 +362,16 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 	select {
 	case n.slots <- struct{}{}:
 	default:
-		if o, err := l.queue(ctx, n, start, quiet); o != outcomeOK {
+		if o, err := e.queue(ctx, n, start, quiet); o != outcomeOK {
 			if first.kind == callRelease && o == outcomeCaller {
 				// Nothing was sent, and a release must be: the
 				// release queue sends it.
-				l.giveBack(first.key, first.holder, first.lim)
+				e.giveBack(first.key, first.holder, first.lim)
 			}
 			return nil, o, err
 		}
 	}
-	if !l.goroutines.add() {
+	if !e.goroutines.add() {
 		<-n.slots
 		return nil, outcomeClosed, ErrClosed
 	}
@@ -384,7 +384,7 @@ func (l *Limiter) launch(ctx context.Context, n *node, start time.Time, reqs []r
 	}
 	f.node, f.start, f.since, f.quiet = n, start, since, quiet
 	n.sending(start)
-	l.enqueue(f)
+	e.enqueue(f)
 	return f, outcomeOK, nil
 }
 
@@ -397,10 +397,10 @@ const maxFlights = 1024
 // queue waits for a free flight slot on n, the caller's context, n's
 // silence (quiet), or WithTimeout's bound; outcomeOK means the slot is
 // taken.
-func (l *Limiter) queue(ctx context.Context, n *node, start time.Time, quiet chan struct{}) (outcome, error) {
+func (e *engine) queue(ctx context.Context, n *node, start time.Time, quiet chan struct{}) (outcome, error) {
 	var bound <-chan time.Time
-	if l.cfg.timeout > 0 {
-		t := time.NewTimer(time.Until(start.Add(l.cfg.timeout)))
+	if e.cfg.timeout > 0 {
+		t := time.NewTimer(time.Until(start.Add(e.cfg.timeout)))
 		defer t.Stop()
 		bound = t.C
 	}
@@ -486,10 +486,10 @@ func timeOf(r luart.Reply) int64 {
 // gives up only when nothing at all came from the node for the whole
 // silence timeout after it was sent. A release sent as a stalled node
 // comes back thus frees its slot as soon as the node runs it.
-func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
+func (e *engine) await(ctx context.Context, f *flight) (outcome, error) {
 	var bound <-chan time.Time
-	if l.cfg.timeout > 0 {
-		f.timer.Reset(time.Until(f.start.Add(l.cfg.timeout)))
+	if e.cfg.timeout > 0 {
+		f.timer.Reset(time.Until(f.start.Add(e.cfg.timeout)))
 		bound = f.timer.C
 		defer f.timer.Stop()
 	}
@@ -498,7 +498,7 @@ func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 	var silent <-chan time.Time
 	if !f.reqs[0].decides() {
 		quiet = nil
-		own = time.NewTimer(l.ownSilence(f))
+		own = time.NewTimer(e.ownSilence(f))
 		defer own.Stop()
 		silent = own.C
 	}
@@ -506,17 +506,17 @@ func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 	for cause == nil {
 		select {
 		case <-f.done:
-			return l.landed()
+			return e.landed()
 		case <-ctx.Done():
 			if !f.state.CompareAndSwap(flightWaiting, flightLeft) {
 				<-f.done
-				return l.landed()
+				return e.landed()
 			}
 			return outcomeCaller, callerErr(ctx)
 		case <-quiet:
 			cause = errSilent
 		case <-silent:
-			if d := l.ownSilence(f); d > 0 {
+			if d := e.ownSilence(f); d > 0 {
 				own.Reset(d) // the node answered something meanwhile
 				continue
 			}
@@ -527,7 +527,7 @@ func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 	}
 	if !f.state.CompareAndSwap(flightWaiting, flightAnswered) {
 		<-f.done
-		return l.landed()
+		return e.landed()
 	}
 	return outcomeUnavailable, cause
 }
@@ -535,14 +535,14 @@ func (l *Limiter) await(ctx context.Context, f *flight) (outcome, error) {
 // ownSilence is how long until f's node has been silent for the whole
 // silence timeout since f was sent: nothing from it since the later of f's
 // start and its last reply.
-func (l *Limiter) ownSilence(f *flight) time.Duration {
+func (e *engine) ownSilence(f *flight) time.Duration {
 	from := max(f.start.UnixNano(), f.node.lastReply.Load())
-	return time.Until(time.Unix(0, from).Add(l.cfg.silence))
+	return time.Until(time.Unix(0, from).Add(e.cfg.silence))
 }
 
 // landed is the outcome of a flight whose waiter is still there.
-func (l *Limiter) landed() (outcome, error) {
-	if l.goroutines.closed() {
+func (e *engine) landed() (outcome, error) {
+	if e.goroutines.closed() {
 		return outcomeClosed, ErrClosed
 	}
 	return outcomeOK, nil
@@ -553,19 +553,19 @@ func (l *Limiter) landed() (outcome, error) {
 // reply of any kind, and silentNode confirms it, the breaker opens and
 // every waiting call is woken to be answered by the failure policy.
 // Otherwise it looks again when the node could next turn silent.
-func (l *Limiter) watchNode(n *node) {
+func (e *engine) watchNode(n *node) {
 	now := time.Now()
-	if l.goroutines.closed() {
+	if e.goroutines.closed() {
 		n.watching.Store(false)
 		return
 	}
-	at := n.silentAt(l.cfg.silence)
+	at := n.silentAt(e.cfg.silence)
 	if at.IsZero() {
 		// Nothing waits: the watch is off until a call arms it. A call
 		// that started since silentAt was read found it still on.
 		n.watching.Store(false)
 		if n.inflight.Load() > 0 && n.watching.CompareAndSwap(false, true) {
-			n.look(now, n.silentAt(l.cfg.silence))
+			n.look(now, n.silentAt(e.cfg.silence))
 		}
 		return
 	}
@@ -573,11 +573,11 @@ func (l *Limiter) watchNode(n *node) {
 		n.look(now, at)
 		return
 	}
-	silent, recheck := l.silentNode(n, now, now.Sub(time.Unix(0, n.due.Load())))
+	silent, recheck := e.silentNode(n, now, now.Sub(time.Unix(0, n.due.Load())))
 	if silent {
-		l.silenced(n) // the breaker first: see launch
+		e.silenced(n) // the breaker first: see launch
 		n.hush()
-		recheck = now.Add(l.cfg.silence / 4)
+		recheck = now.Add(e.cfg.silence / 4)
 	}
 	n.look(now, recheck)
 }
@@ -592,15 +592,15 @@ func (l *Limiter) watchNode(n *node) {
 // second look, and a look taken late (late after it was due: the
 // watchdog, like the goroutines reading replies, waited for a core)
 // confirms nothing, but starts the confirmation again.
-func (l *Limiter) silentNode(n *node, now time.Time, late time.Duration) (bool, time.Time) {
-	if !n.silent(now, l.cfg.silence) {
-		return false, n.silentAt(l.cfg.silence)
+func (e *engine) silentNode(n *node, now time.Time, late time.Duration) (bool, time.Time) {
+	if !n.silent(now, e.cfg.silence) {
+		return false, n.silentAt(e.cfg.silence)
 	}
-	confirm := l.cfg.silence / 4
+	confirm := e.cfg.silence / 4
 	sus := n.suspect.Load()
 	if sus == 0 || sus < n.lastReply.Load() || late > max(confirm/5, 50*time.Millisecond) {
 		n.suspect.CompareAndSwap(sus, now.UnixNano())
-		l.probe(n)
+		e.probe(n)
 		return false, now.Add(confirm)
 	}
 	if at := time.Unix(0, sus).Add(confirm); now.Before(at) {
@@ -611,9 +611,9 @@ func (l *Limiter) silentNode(n *node, now time.Time, late time.Duration) (bool, 
 
 // silenced opens n's breaker: calls have waited on it for the whole
 // silence timeout and it answered none.
-func (l *Limiter) silenced(n *node) {
+func (e *engine) silenced(n *node) {
 	n.breaker.trip()
-	l.router.failed()
+	e.router.failed()
 }
 
 // reconcile puts right in Redis what a request did for a waiter who had
@@ -622,39 +622,39 @@ func (l *Limiter) silenced(n *node) {
 // release that did not get through for a caller who gave up (one answered
 // by the failure policy retries it itself); a rate charge stays (the quota
 // it spent is counted, never over-admitted) and is recorded.
-func (l *Limiter) reconcile(req *request, cl class, callerLeft bool) {
+func (e *engine) reconcile(req *request, cl class, callerLeft bool) {
 	unknown := cl == classDown || cl == classGaveUp
 	switch req.kind {
 	case callAcquire:
 		if cl == classOK && req.d.allowed || unknown {
-			l.giveBack(req.key, req.holder, req.lim)
+			e.giveBack(req.key, req.holder, req.lim)
 		}
 	case callRelease:
 		if unknown && callerLeft {
-			l.giveBack(req.key, req.holder, req.lim)
+			e.giveBack(req.key, req.holder, req.lim)
 		}
 	case callRate:
 		if cl == classOK && req.d.allowed && !req.uncharged && req.cost > 0 && !req.peek {
-			l.metrics.lateCharge(req.lim)
+			e.metrics.lateCharge(req.lim)
 		}
 	case callReserve:
 		if cl == classOK && req.d.allowed {
-			l.cancelLeft(req)
+			e.cancelLeft(req)
 		}
 	}
 }
 
 // probe starts the Limiter's own liveness probe of n (a PING) unless one
 // is out; its reply closes the breaker, its failure opens it again.
-func (l *Limiter) probe(n *node) {
+func (e *engine) probe(n *node) {
 	if !n.probing.CompareAndSwap(false, true) {
 		return
 	}
-	if !l.goroutines.start(func() {
+	if !e.goroutines.start(func() {
 		// No caller waits for the probe, so it may take its time: a
 		// process starved of CPU can need seconds to dial and greet a
 		// restarted node, and a probe cut short would only be sent again.
-		ctx, cancel := context.WithTimeout(l.goroutines.ctx, max(2*l.cfg.silence, 5*time.Second))
+		ctx, cancel := context.WithTimeout(e.goroutines.ctx, max(2*e.cfg.silence, 5*time.Second))
 		err := n.probe(ctx)
 		cancel()
 		// The probe is over before its answer is told: the breaker may go
@@ -666,7 +666,7 @@ func (l *Limiter) probe(n *node) {
 		n.probing.Store(false)
 		if err != nil {
 			n.breaker.unanswered()
-			l.router.failed()
+			e.router.failed()
 			return
 		}
 		n.replied(time.Now())
@@ -677,13 +677,13 @@ func (l *Limiter) probe(n *node) {
 
 // ping is the probe of a node: a PING to its address (a cluster
 // primary), or to the client's node.
-func (l *Limiter) ping(addr string) func(context.Context) error {
+func (e *engine) ping(addr string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		a := addr
-		if !l.router.cluster {
+		if !e.router.cluster {
 			a = ""
 		}
-		err := l.client.Ping(ctx, a)
+		err := e.client.Ping(ctx, a)
 		if _, ok := luart.ServerError(err); ok {
 			return nil // an error reply (LOADING, NOAUTH, ...) is still an answer
 		}

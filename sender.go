@@ -25,7 +25,7 @@ const maxBatch = 256
 
 // enqueue hands f to its node's senders, starting or waking one if fewer
 // than sendersPerNode are at work.
-func (l *Limiter) enqueue(f *flight) {
+func (e *engine) enqueue(f *flight) {
 	n := f.node
 	n.mu.Lock()
 	n.queue = append(n.queue, f)
@@ -40,13 +40,13 @@ func (l *Limiter) enqueue(f *flight) {
 	select {
 	case n.wake <- struct{}{}: // a sender waiting for work takes it
 	default:
-		if !l.goroutines.add() {
+		if !e.goroutines.add() {
 			// Closed: nobody will start again, so this caller sends what
 			// is queued (Close cancelled the context: nothing goes out).
-			l.sendQueued(n, new(sendBuf), false)
+			e.sendQueued(n, new(sendBuf), false)
 			return
 		}
-		go l.sender(n)
+		go e.sender(n)
 	}
 }
 
@@ -73,14 +73,14 @@ func (n *node) take(batch []*flight, stop bool) []*flight {
 // sender sends n's queued flights until it has sent nothing for a second
 // (the timer is looked at once a second, not set at each wait) or the
 // Limiter closes.
-func (l *Limiter) sender(n *node) {
-	defer l.goroutines.done()
+func (e *engine) sender(n *node) {
+	defer e.goroutines.done()
 	s := new(sendBuf)
 	idle := time.NewTimer(time.Second)
 	defer idle.Stop()
 	sent := false
 	for {
-		sent = l.sendQueued(n, s, true) || sent
+		sent = e.sendQueued(n, s, true) || sent
 		for waiting := true; waiting; {
 			select {
 			case <-n.wake: // counted among n's senders again by the waker
@@ -91,7 +91,7 @@ func (l *Limiter) sender(n *node) {
 				}
 				sent = false
 				idle.Reset(time.Second)
-			case <-l.goroutines.ctx.Done():
+			case <-e.goroutines.ctx.Done():
 				return
 			}
 		}
@@ -106,7 +106,7 @@ const lingers = 2
 
 // sendQueued sends n's queue, batch after batch, until it is empty, and
 // reports whether it sent anything.
-func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) (sent bool) {
+func (e *engine) sendQueued(n *node, s *sendBuf, retries bool) (sent bool) {
 	idle := 0
 	for {
 		batch := n.take(s.batch[:0], idle == lingers)
@@ -120,14 +120,14 @@ func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) (sent bool) {
 			continue
 		}
 		idle, sent = 0, true
-		ctx := l.deadlines.get(batch[0].start, l.cfg.flightBound())
-		l.send(ctx, s, batch, false)
+		ctx := e.deadlines.get(batch[0].start, e.cfg.flightBound())
+		e.send(ctx, s, batch, false)
 		for _, f := range batch {
-			if retries && f.retrying() && l.goroutines.add() {
-				go l.retry(f)
+			if retries && f.retrying() && e.goroutines.add() {
+				go e.retry(f)
 				continue
 			}
-			l.land(f)
+			e.land(f)
 		}
 		clear(s.batch)
 	}
@@ -136,16 +136,16 @@ func (l *Limiter) sendQueued(n *node, s *sendBuf, retries bool) (sent bool) {
 // retry sends again, after a pause that doubles, the requests of f the
 // cluster answered TRYAGAIN (the script did not run: its keys are being
 // migrated), then lands f.
-func (l *Limiter) retry(f *flight) {
-	defer l.goroutines.done()
-	ctx := l.deadlines.get(f.start, l.cfg.flightBound())
+func (e *engine) retry(f *flight) {
+	defer e.goroutines.done()
+	ctx := e.deadlines.get(f.start, e.cfg.flightBound())
 	s := &sendBuf{batch: []*flight{f}}
 	for delay := time.Millisecond; f.retrying(); delay = min(2*delay, 50*time.Millisecond) {
 		f.node.replied(time.Now())
 		if f.state.Load() != flightWaiting && !f.reqs[0].undoes() {
 			break // nobody waits, and the scripts did not run: nothing to do
 		}
-		l.metrics.retry(f.reqs[0].lim)
+		e.metrics.retry(f.reqs[0].lim)
 		if !sleepCtx(ctx, delay) {
 			for i := range f.reqs {
 				if classOf(f.reqs[i].err) == classRetry {
@@ -154,9 +154,9 @@ func (l *Limiter) retry(f *flight) {
 			}
 			break
 		}
-		l.send(ctx, s, s.batch, true)
+		e.send(ctx, s, s.batch, true)
 	}
-	l.land(f)
+	e.land(f)
 }
 
 // sendBuf is a sender's scratch space, kept from one write to the next:
@@ -178,7 +178,7 @@ type reqRef struct{ f, r int32 }
 // TRYAGAIN) in one pipelined write, each flight's TIME ahead of its
 // scripts when it asks for one, and sets their replies; then the scripts
 // Redis did not have go once more as EVAL, in a second write.
-func (l *Limiter) send(ctx context.Context, s *sendBuf, batch []*flight, retry bool) {
+func (e *engine) send(ctx context.Context, s *sendBuf, batch []*flight, retry bool) {
 	cmds, idx := s.cmds[:0], s.idx[:0]
 	for fi, f := range batch {
 		if f.since && !retry {
@@ -203,7 +203,7 @@ func (l *Limiter) send(ctx context.Context, s *sendBuf, batch []*flight, retry b
 	for range cmds {
 		replies = append(replies, luart.Reply{})
 	}
-	l.client.Send(ctx, cmds, replies)
+	e.client.Send(ctx, cmds, replies)
 	eval := s.eval[:0]
 	for j, r := range replies {
 		ref := idx[j]
@@ -220,13 +220,13 @@ func (l *Limiter) send(ctx context.Context, s *sendBuf, batch []*flight, retry b
 		req.d, req.err = req.decode(r)
 	}
 	if len(eval) > 0 {
-		l.metrics.reload(ctx, len(eval))
+		e.metrics.reload(ctx, len(eval))
 		cmds = cmds[:0]
 		for _, ref := range eval {
 			cmds = append(cmds, luart.Cmd{Op: luart.OpEval, Call: batch[ref.f].reqs[ref.r].call})
 		}
 		replies = replies[:len(cmds)]
-		l.client.Send(ctx, cmds, replies)
+		e.client.Send(ctx, cmds, replies)
 		for j, ref := range eval {
 			req := &batch[ref.f].reqs[ref.r]
 			req.d, req.err = req.decode(replies[j])
@@ -241,8 +241,8 @@ func (l *Limiter) send(ctx context.Context, s *sendBuf, batch []*flight, retry b
 // land ends f's round trip: the node's liveness and breaker learn how it
 // went, and the replies go to the waiter, or are reconciled when the
 // waiter has gone.
-func (l *Limiter) land(f *flight) {
-	defer l.goroutines.done()
+func (e *engine) land(f *flight) {
+	defer e.goroutines.done()
 	n := f.node
 	down, reply := false, false
 	for i := range f.reqs {
@@ -258,7 +258,7 @@ func (l *Limiter) land(f *flight) {
 	<-n.slots
 	if down && !reply {
 		n.breaker.unanswered()
-		l.router.failed()
+		e.router.failed()
 	}
 	if f.state.CompareAndSwap(flightWaiting, flightLanded) {
 		f.done <- struct{}{}
@@ -266,7 +266,7 @@ func (l *Limiter) land(f *flight) {
 	}
 	left := f.state.Load() == flightLeft
 	for i := range f.reqs {
-		l.reconcile(&f.reqs[i], classOf(f.reqs[i].err), left)
+		e.reconcile(&f.reqs[i], classOf(f.reqs[i].err), left)
 	}
 	f.recycle()
 }

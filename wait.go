@@ -33,7 +33,7 @@ type Reservation struct {
 	// FailOpen admitted at once, FailClosed reserved nothing.
 	Degraded bool
 
-	l      *Limiter
+	l      *engine
 	key    string
 	cost   int64
 	at     time.Time     // when it conforms, on the Limiter's clock
@@ -184,14 +184,14 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 	}
 	maxWait = min(max(maxWait, 0), maxPeriod)
 	k := l.Key(identity, lim)
-	res := &Reservation{Limit: lim, l: l, key: k, cost: cost}
+	res := &Reservation{Limit: lim, l: l.e, key: k, cost: cost}
 	req := request{kind: callReserve, lim: lim, key: k, cost: cost, decode: rv.decode,
-		call: rv.call(k, lim, cost, int64(maxWait/time.Microsecond), l.nowArg())}
-	err := l.reserve(ctx, &req, res, func(d decision) {
+		call: rv.call(k, lim, cost, int64(maxWait/time.Microsecond), l.e.nowArg())}
+	err := l.e.reserve(ctx, &req, res, func(d decision) {
 		res.tat, res.rem = d.resetAfter, d.limiting
-	}, func(now time.Time, b *breaker) {
+	}, func(p fallback, now time.Time, b *breaker) {
 		var delay time.Duration
-		res.OK, delay, res.closed = l.policy.reserve(k, lim, cost, maxWait, now, b)
+		res.OK, delay, res.closed = p.reserve(k, lim, cost, maxWait, now, b)
 		if res.OK {
 			res.at = now.Add(delay)
 		} else {
@@ -209,21 +209,21 @@ func (l *Limiter) ReserveN(ctx context.Context, identity string, lim Limit, cost
 // and through booked what the script wrote. When Redis cannot answer the
 // failure policy books (byPolicy, given the clock reading and the node's
 // breaker) and res is Degraded.
-func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, booked func(decision), byPolicy func(time.Time, *breaker)) error {
+func (e *engine) reserve(ctx context.Context, req *request, res *Reservation, booked func(decision), byPolicy func(fallback, time.Time, *breaker)) error {
 	start := time.Now()
-	n, cause, err := l.one(ctx, req)
+	n, cause, err := e.one(ctx, req)
 	switch {
 	case err != nil:
 		return err
 	case cause != nil:
 		res.Degraded = true
-		byPolicy(l.now(), n.breaker)
+		byPolicy(e.policy, e.now(), n.breaker)
 	default:
 		d := req.d
 		res.OK = d.allowed
 		switch {
 		case d.allowed:
-			res.at, res.actAt = l.now().Add(micros(d.remaining)), d.retryAfter
+			res.at, res.actAt = e.now().Add(micros(d.remaining)), d.retryAfter
 			booked(d)
 		case d.remaining < 0:
 			res.need = RetryNever
@@ -231,21 +231,21 @@ func (l *Limiter) reserve(ctx context.Context, req *request, res *Reservation, b
 			res.need = micros(d.remaining)
 		}
 	}
-	l.metrics.decision(ctx, Result{Allowed: res.OK, Limit: req.lim, Degraded: res.Degraded}, start)
+	e.metrics.decision(ctx, Result{Allowed: res.OK, Limit: req.lim, Degraded: res.Degraded}, start)
 	return nil
 }
 
 // cancelLeft cancels the booking a reservation request made for a caller
 // who had gone (reconcile): nobody will wait for it.
-func (l *Limiter) cancelLeft(req *request) {
+func (e *engine) cancelLeft(req *request) {
 	if req.keys != nil {
 		// A ReserveAll's bookings stay: their states are not at hand
 		// here. Unused, they only ever admit less.
 		return
 	}
-	r := &Reservation{OK: true, Limit: req.lim, l: l, key: req.key, cost: req.cost,
+	r := &Reservation{OK: true, Limit: req.lim, l: e, key: req.key, cost: req.cost,
 		tat: req.d.resetAfter, rem: req.d.limiting, actAt: req.d.retryAfter}
-	l.goroutines.start(func() { _ = r.Cancel(l.goroutines.ctx) })
+	e.goroutines.start(func() { _ = r.Cancel(e.goroutines.ctx) })
 }
 
 // Booking is one limit of a ReserveAll and the cost it books.
@@ -267,7 +267,7 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, bookings []Bo
 	if len(bookings) == 0 || len(bookings) > 16 {
 		return nil, fmt.Errorf("%w: ReserveAll takes 1 to 16 limits, got %d", ErrInvalidLimit, len(bookings))
 	}
-	res := &Reservation{l: l, parts: make([]part, len(bookings)), cost: 1}
+	res := &Reservation{l: l.e, parts: make([]part, len(bookings)), cost: 1}
 	args := make([]int64, 0, 4*len(bookings))
 	keys := make([]string, len(bookings))
 	for i, c := range bookings {
@@ -292,7 +292,7 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, bookings []Bo
 	res.Limit, res.key = bookings[0].Limit, keys[0]
 	maxWait = min(max(maxWait, 0), maxPeriod)
 	call := scripts.GCRAReserveMulti.Call(scripts.GCRAReserveMultiKeys{States: keys}, scripts.GCRAReserveMultiArgs{
-		MaxWait: int64(maxWait / time.Microsecond), Now: l.nowArg(), Limits: args})
+		MaxWait: int64(maxWait / time.Microsecond), Now: l.e.nowArg(), Limits: args})
 	var states string
 	req := request{kind: callReserve, call: call, lim: bookings[0].Limit, key: keys[0], keys: keys, cost: 1,
 		decode: func(r luart.Reply) (decision, error) {
@@ -300,7 +300,7 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, bookings []Bo
 			states = m.States
 			return decision{allowed: m.Ok, remaining: m.Delay, retryAfter: m.ActAt}, err
 		}}
-	err := l.reserve(ctx, &req, res, func(decision) {
+	err := l.e.reserve(ctx, &req, res, func(decision) {
 		for i, st := range strings.Split(states, ",") {
 			if i < len(res.parts) {
 				t, r, _ := strings.Cut(st, ":")
@@ -308,8 +308,8 @@ func (l *Limiter) ReserveAll(ctx context.Context, identity string, bookings []Bo
 				res.parts[i].rem, _ = strconv.ParseInt(r, 10, 64)
 			}
 		}
-	}, func(now time.Time, b *breaker) {
-		res.bookParts(l.policy, maxWait, now, b)
+	}, func(p fallback, now time.Time, b *breaker) {
+		res.bookParts(p, maxWait, now, b)
 	})
 	if err != nil {
 		return nil, err
