@@ -19,16 +19,14 @@ import (
 //     cache, and keeping it on slows lone calls.
 //   - MaxFlushDelay 20µs: under concurrency each connection's writer waits
 //     up to 20µs after a write, so more calls share each write and the
-//     read that answers them. With 128 callers that cut the client's CPU
-//     per decision by about a fifth in the side-by-side benchmark
-//     (docs/benchmarks.md); a caller alone is never delayed.
+//     read that answers them; a caller alone is never delayed.
 //
 // PipelineMultiplex, AlwaysPipelining, DisableAutoPipelining and the
-// connection buffer sizes keep rueidis' defaults, which measured best or
-// equal (docs/benchmarks.md, "rueidis options"). DisableAutoPipelining
-// speeds up a caller alone but stops pipelining under concurrency, and its
-// pooled connections are replaced after a timeout with a handshake that
-// waits for a stalled Redis, past the caller's deadline.
+// connection buffer sizes keep rueidis' defaults. DisableAutoPipelining
+// stops pipelining under concurrency, and its pooled connections are
+// replaced after a timeout with a handshake that waits for a stalled
+// Redis, past the caller's deadline. docs/operations.md ("Deployment")
+// has what each choice measured, and the command that measured it.
 func ClientOption(addrs ...string) rueidis.ClientOption {
 	return rueidis.ClientOption{
 		InitAddress:   addrs,

@@ -246,9 +246,10 @@ func (r *router) all() []*node {
 }
 
 // sharedDeadline lends flights a deadline context made once per 1/8 of
-// the bound instead of once per call: a timer and three allocations fewer
-// per decision. Each flight's deadline lands between t and t + t/8 after it
-// starts. The contexts derive from the Limiter's own, which Close cancels.
+// the bound instead of once per call (docs/limiter.md, the pipeline's
+// step 2, has what that saved). Each flight's deadline lands between t and
+// t + t/8 after it starts. The contexts derive from the Limiter's own,
+// which Close cancels.
 type sharedDeadline struct {
 	root context.Context
 	cur  atomic.Pointer[deadlineCtx]

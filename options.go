@@ -141,13 +141,12 @@ func WithReplicas(replicas int) Option {
 }
 
 // WithLocalFallbackSize bounds the memory of the FailLocal quota (New
-// refuses it beside another failure policy): at most
-// entries identity-and-limit states are kept (default 1,048,576: 42 MiB
-// of heap when 10 million identities came during an outage, measured by
-// BenchmarkLocalFallbackMemory; docs/operations.md). Past the
-// bound the least-used states are dropped in a way that keeps every limit
-// safe: an identity seen again starts no fresher than the state dropped
-// last in its shard, so no identity is admitted more than its share.
+// refuses it beside another failure policy): at most entries
+// identity-and-limit states are kept (default 1,048,576; docs/operations.md,
+// "Memory", has the heap they take). Past the bound the least-used states
+// are dropped in a way that keeps every limit safe: an identity seen again
+// starts no fresher than the state dropped last in its shard, so no
+// identity is admitted more than its share.
 func WithLocalFallbackSize(entries int) Option {
 	return func(c *config) error {
 		if entries < localShards {
@@ -197,12 +196,13 @@ func WithSilenceTimeout(d time.Duration) Option {
 // WithBreaker sets each Redis node's circuit breaker (default 5, 250ms).
 // It opens after threshold consecutive calls got no answer from the node
 // (connection errors), or at once when the node is silent (see
-// WithSilenceTimeout); while open, decisions skip the node and cost
-// microseconds. After each cooldown the Limiter probes the node with a
-// PING of its own, in the background: no caller waits for it. A reply, to
-// the probe or to any call still in flight, closes the breaker. A
-// threshold of 0 turns the breaker off: every call then goes to Redis, and
-// a silent node costs each one the silence timeout.
+// WithSilenceTimeout); while open, decisions skip the node and make no
+// round trip (docs/operations.md, "The failure matrix", has what one
+// costs). After each cooldown the Limiter probes the node with a PING of
+// its own, in the background: no caller waits for it. A reply, to the
+// probe or to any call still in flight, closes the breaker. A threshold
+// of 0 turns the breaker off: every call then goes to Redis, and a silent
+// node costs each one the silence timeout.
 func WithBreaker(threshold int, cooldown time.Duration) Option {
 	return func(c *config) error {
 		if threshold < 0 || cooldown <= 0 && threshold > 0 {
@@ -222,7 +222,8 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 // limit that denies a cost of 1 can admit nothing until then. Other costs
 // and concurrency limits always ask Redis. A Reset on this
 // Limiter clears its entry; a Reset made by another replica is seen when
-// the cached denial runs out. Memory: about 200 bytes per entry.
+// the cached denial runs out. Its memory is bounded by size
+// (docs/operations.md, "Memory", has what an entry takes).
 func WithDenialCache(size int) Option {
 	return func(c *config) error {
 		if size < 0 {
