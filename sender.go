@@ -15,10 +15,12 @@ import (
 // silence signal; no goroutine is started per call, and under load one
 // write and one wake-up of a sender serve many callers.
 
-// sendersPerNode bounds the writes out on one node at once. Two keep the
-// node busy (one batch runs while the next is on the wire); more split the
-// same callers into smaller batches.
-const sendersPerNode = 2
+// sendersPerNode bounds the writes out on one node at once: while some
+// senders' batches run in Redis or are on the wire, others hand replies
+// to their callers and take the next batch. Fewer leave Redis idle while
+// replies are handed out; more split the same callers into smaller
+// batches (the trade-off measured in docs/benchmarks.md).
+const sendersPerNode = 8
 
 // maxBatch bounds the flights one write takes; the rest wait for the next.
 const maxBatch = 256
