@@ -236,6 +236,8 @@ type batch struct {
 	charged, local uint64
 	denied         bool
 	failed         error
+	// whole: only the batch's binding Result is wanted (AllowAll).
+	whole bool
 
 	checkBuf [8]Check
 	resBuf   [8]Result
@@ -288,6 +290,12 @@ func (b *batch) decide(ctx context.Context) error {
 	}
 	b.request()
 	b.groups = byNode(b.reqs, b.nodes, b.groups)
+	if b.whole && !(len(b.groups) == 1 && foldsToOne(b.reqs)) {
+		// Several calls: a refund may need every limit's numbers.
+		for i := range b.reqs {
+			b.reqs[i].whole = false
+		}
+	}
 	b.fly(ctx)
 	if err := b.abandoned(); err != nil {
 		return err
@@ -350,7 +358,7 @@ func (b *batch) request() {
 			continue
 		}
 		c := &b.checks[i]
-		req := request{kind: callRate, lim: c.Limit, key: b.keys[i], cost: c.Cost, peek: c.peek, shadow: c.Shadow, check: i}
+		req := request{kind: callRate, lim: c.Limit, key: b.keys[i], cost: c.Cost, peek: c.peek, shadow: c.Shadow, check: i, whole: b.whole}
 		if c.Limit.Algorithm == AlgConcurrency {
 			d.Leases[i] = newLease(b.keys[i], c.Limit)
 			req.kind, req.holder, req.cost, req.peek = callAcquire, d.Leases[i].ID, 1, false
@@ -410,6 +418,9 @@ func (b *batch) answers() {
 		}
 		for i := g.lo; i < g.hi; i++ {
 			req := &b.reqs[i]
+			if req.unasked {
+				continue // decided by its folded call, reported by the binding check
+			}
 			switch o, err := outcomeOf(req.err); o {
 			case outcomeOK:
 			case outcomeRefused, outcomeWrongType:
@@ -429,7 +440,8 @@ func (b *batch) answers() {
 			b.denied = b.denied || !b.checks[req.check].Shadow
 			if req.kind == callAcquire {
 				d.Leases[req.check] = Lease{}
-			} else if req.cost == 1 {
+			} else if req.cost == 1 && !req.whole {
+				// (A whole decision's numbers are not this limit's own.)
 				l.denials.put(req.key, r, b.sent, l.now())
 			}
 		}

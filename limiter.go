@@ -201,6 +201,7 @@ func (l *Limiter) AllowAll(ctx context.Context, identity string, limits []Limit,
 		return Result{}, err
 	}
 	b := newBatch(l.e, nil, nil, nil)
+	b.whole = true
 	for _, lim := range limits {
 		b.checks = append(b.checks, Check{Identity: identity, Limit: lim, Cost: cost})
 	}

@@ -45,6 +45,11 @@ type request struct {
 	// multi-limit call (fold). uncharged: this check admitted on its own
 	// but the call it was folded into did not, so nothing was charged.
 	folded, uncharged bool
+	// whole: the batch wants only its binding Result (AllowAll), so a
+	// folded call replies the whole decision and not every limit's, which
+	// costs the script less; unasked: a check such a call decided whose
+	// own numbers were not asked for.
+	whole, unasked bool
 	// d and err are the reply, once the flight has landed.
 	d   decision
 	err error
@@ -57,7 +62,7 @@ type decoder = func(luart.Reply) (decision, error)
 // a folded call's (multi).
 func (r *request) build(now *int64) {
 	if r.multi != nil {
-		if r.folded && r.each == nil {
+		if r.folded && r.each == nil && !r.whole {
 			r.each = make([]int64, 3*len(r.multi))
 		}
 		r.call, r.decode = multiCall(r.keys, r.multi, r.cost, now, r.each)
@@ -251,8 +256,13 @@ func (e *engine) collect(f *flight, reqs []request) {
 		if !w.folded || w.err != nil {
 			continue
 		}
-		// A check folded into a multi-limit call: its own numbers.
+		// A check folded into a multi-limit call: its own numbers, or
+		// for a whole decision, the binding check the whole decision.
 		k := slices.Index(w.keys, reqs[i].key)
+		if w.each == nil {
+			reqs[i].unasked = k != int(w.d.limiting)-1
+			continue
+		}
 		e := w.each[3*k : 3*k+3]
 		reqs[i].d = decision{allowed: e[1] == 0, remaining: e[0], retryAfter: e[1], resetAfter: e[2]}
 		reqs[i].uncharged = !w.d.allowed
