@@ -213,7 +213,6 @@ type group struct {
 	f      *flight
 	o      outcome
 	err    error
-	t0     int64 // the flight's TIME (µs), the bound its refunds start from
 }
 
 // batch is one batch decision under way: its checks, the requests sent for
@@ -377,8 +376,8 @@ func (b *batch) fly(ctx context.Context) {
 	since := len(b.reqs) > 1 && now == nil && !(len(b.groups) == 1 && foldsToOne(b.reqs))
 	b.l.flyGroups(ctx, b.start, b.reqs, b.groups, now, since)
 	if now != nil {
-		for gi := range b.groups {
-			b.groups[gi].t0 = *now // the client clock the scripts used is the refunds' bound
+		for i := range b.reqs {
+			b.reqs[i].since = *now // the client clock the scripts used is the refunds' bound
 		}
 	}
 }
@@ -553,7 +552,8 @@ func byNode(reqs []request, nodes []*node, groups []group) []group {
 
 // flyGroups sends each group's requests in a flight of its own, all of them
 // before waiting for any (the nodes answer in parallel), and then waits for
-// each; a group that landed has its replies in reqs and its TIME in t0.
+// each; a group that landed has its replies in reqs (and, when asked,
+// each request's TIME in since).
 func (e *engine) flyGroups(ctx context.Context, start time.Time, reqs []request, groups []group, now *int64, since bool) {
 	for gi := range groups {
 		g := &groups[gi]
@@ -565,7 +565,6 @@ func (e *engine) flyGroups(ctx context.Context, start time.Time, reqs []request,
 			continue
 		}
 		if g.o, g.err = e.await(ctx, g.f); g.o == outcomeOK || g.o == outcomeClosed {
-			g.t0 = g.f.t0
 			e.collect(g.f, reqs[g.lo:g.hi])
 		}
 	}
@@ -645,7 +644,7 @@ func (b *batch) refunds(out []request, nodes []*node) ([]request, []*node) {
 				j++
 			}
 			if j == len(out) {
-				out = append(out, request{kind: callRefund, lim: req.lim, key: req.key, check: req.check, since: g.t0})
+				out = append(out, request{kind: callRefund, lim: req.lim, key: req.key, check: req.check, since: req.since})
 				nodes = append(nodes, g.n)
 			}
 			o := &out[j]

@@ -37,8 +37,10 @@ type request struct {
 	shadow bool   // Decide: a Shadow check, never folded with others (its denial must not stop their charges)
 	holder string // Acquire, Extend, Release: the lease's holder ID
 	check  int    // Decide: the position of the check this request decides
-	// Refunds: the TIME (µs) the charges were made after, and per key
-	// their cost and the reset_after the charge replied.
+	// since: for a charge, the TIME (µs) Redis replied ahead of it on
+	// its node (a flight's since; 0 when not asked or it failed); for a
+	// refund, the time the charges were made after. charges: per key, a
+	// refund's cost and the reset_after the charge replied.
 	since   int64
 	charges []int64
 	// folded: a flight joined other checks' requests into this one's
@@ -252,7 +254,7 @@ func (e *engine) exchange(ctx context.Context, n *node, start time.Time, reqs []
 func (e *engine) collect(f *flight, reqs []request) {
 	for i := range reqs {
 		w := &f.reqs[f.fold[i]]
-		reqs[i].d, reqs[i].err = w.d, w.err
+		reqs[i].d, reqs[i].err, reqs[i].since = w.d, w.err, w.since
 		if !w.folded || w.err != nil {
 			continue
 		}
@@ -438,9 +440,8 @@ type flight struct {
 	node    *node
 	start   time.Time
 	since   bool          // send TIME ahead of the scripts
-	t0      int64         // its reply, µs; 0 when not asked or it failed
 	quiet   chan struct{} // the node's silence signal as the call started
-	timeKey [1]string
+	timeKeys []string // the keys whose node each TIME of a send goes to
 	state   atomic.Int32 // flightWaiting, then flightLanded (by the sender), or flightLeft or flightAnswered (by the waiter)
 	done    chan struct{}
 	timer   *time.Timer // WithTimeout's bound
@@ -462,7 +463,9 @@ var flights = sync.Pool{New: func() any {
 func (f *flight) recycle() {
 	clear(f.reqs)
 	f.reqs = f.reqs[:0]
-	f.node, f.since, f.t0, f.quiet = nil, false, 0, nil
+	f.node, f.since, f.quiet = nil, false, nil
+	clear(f.timeKeys)
+	f.timeKeys = f.timeKeys[:0]
 	f.state.Store(flightWaiting)
 	flights.Put(f)
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-go/sluice/internal/keyslot"
 	"github.com/sluice-go/sluice/runtime/luart"
 )
 
@@ -183,15 +184,17 @@ type reqRef struct{ f, r int32 }
 func (e *engine) send(ctx context.Context, s *sendBuf, batch []*flight, retry bool) {
 	cmds, idx := s.cmds[:0], s.idx[:0]
 	for fi, f := range batch {
-		if f.since && !retry {
-			f.timeKey[0] = f.reqs[0].key // TIME on the node of the scripts' slot
-			cmds = append(cmds, luart.Cmd{Op: luart.OpTime, Keys: f.timeKey[:]})
-			idx = append(idx, reqRef{int32(fi), -1})
-		}
 		for i := range f.reqs {
 			req := &f.reqs[i]
 			if retry && classOf(req.err) != classRetry {
 				continue
+			}
+			if f.since && !retry && e.timeAhead(f, i) {
+				// TIME on the node of this request's slot, ahead of its
+				// script: a bound on when it charged, on that node's clock.
+				f.timeKeys = append(f.timeKeys, req.key)
+				cmds = append(cmds, luart.Cmd{Op: luart.OpTime, Keys: f.timeKeys[len(f.timeKeys)-1:]})
+				idx = append(idx, reqRef{int32(fi), int32(-1 - i)})
 			}
 			if req.kind == callReset {
 				cmds = append(cmds, luart.Cmd{Op: luart.OpDel, Keys: req.keys})
@@ -211,7 +214,7 @@ func (e *engine) send(ctx context.Context, s *sendBuf, batch []*flight, retry bo
 		ref := idx[j]
 		f := batch[ref.f]
 		if ref.r < 0 {
-			f.t0 = timeOf(r)
+			e.timeOf(f, int(-1-ref.r), timeOf(r))
 			continue
 		}
 		if cmds[j].Op == luart.OpEvalSha && r.IsNoScript() {
@@ -238,6 +241,37 @@ func (e *engine) send(ctx context.Context, s *sendBuf, batch []*flight, retry bo
 	clear(cmds)
 	clear(replies)
 	s.cmds, s.idx, s.replies, s.eval = cmds[:0], idx[:0], replies[:0], eval[:0]
+}
+
+// timeAhead reports whether f's request i gets a TIME of its own ahead of
+// it: the first request, and on a cluster the first of each hash slot
+// (while the slot map is not known, one flight's slots may be on several
+// nodes, whose clocks and order of execution are their own).
+func (e *engine) timeAhead(f *flight, i int) bool {
+	if i == 0 {
+		return true
+	}
+	if !e.router.cluster {
+		return false
+	}
+	s := keyslot.Of(f.reqs[i].key)
+	for k := range i {
+		if keyslot.Of(f.reqs[k].key) == s {
+			return false
+		}
+	}
+	return true
+}
+
+// timeOf sets t, the TIME sent ahead of f's request i, as the since of
+// every request it is ahead of: on a cluster those of i's slot, else all.
+func (e *engine) timeOf(f *flight, i int, t int64) {
+	s := keyslot.Of(f.reqs[i].key)
+	for k := i; k < len(f.reqs); k++ {
+		if !e.router.cluster || keyslot.Of(f.reqs[k].key) == s {
+			f.reqs[k].since = t
+		}
+	}
 }
 
 // land ends f's round trip: the node's liveness and breaker learn how it
