@@ -435,16 +435,16 @@ func (e *engine) queue(ctx context.Context, n *node, start time.Time, quiet chan
 // which is what liveness means here), and what it did in Redis is
 // reconciled (a lease taken for a caller who left is given back).
 type flight struct {
-	reqs    []request // what it sends: reqs with the checks fold joined
-	fold    []int     // for each of the caller's requests, the one of reqs that decides it
-	node    *node
-	start   time.Time
-	since   bool          // send TIME ahead of the scripts
-	quiet   chan struct{} // the node's silence signal as the call started
-	timeKeys []string // the keys whose node each TIME of a send goes to
-	state   atomic.Int32 // flightWaiting, then flightLanded (by the sender), or flightLeft or flightAnswered (by the waiter)
-	done    chan struct{}
-	timer   *time.Timer // WithTimeout's bound
+	reqs     []request // what it sends: reqs with the checks fold joined
+	fold     []int     // for each of the caller's requests, the one of reqs that decides it
+	node     *node
+	start    time.Time
+	since    bool          // send TIME ahead of the scripts
+	quiet    chan struct{} // the node's silence signal as the call started
+	timeKeys []string      // the keys whose node each TIME of a send goes to
+	state    atomic.Int32  // flightWaiting, then flightLanded (by the sender), or flightLeft or flightAnswered (by the waiter)
+	done     chan struct{}
+	timer    *time.Timer // WithTimeout's bound
 }
 
 const (
