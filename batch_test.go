@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice/internal/keyslot"
 	"github.com/sluice-go/sluice/internal/model"
 	"github.com/sluice-go/sluice/internal/redisserver"
+	"github.com/sluice-go/sluice/runtime/luart"
 )
 
 // TestDecideMatchesModels drives random batches — the six algorithms,
@@ -568,4 +571,86 @@ func TestDecideFolds(t *testing.T) {
 	step("one call", true, 1, map[string]int64{"evalsha": 1, "time": 1})
 	step("one call", true, 1, map[string]int64{"evalsha": 1, "time": 1})
 	step("one call, denied", false, 1, map[string]int64{"evalsha": 1, "time": 1})
+}
+
+// recording is a Transport that records the commands of every Send.
+type recording struct {
+	luart.Transport
+	mu    sync.Mutex
+	sends [][]luart.Cmd
+}
+
+func (r *recording) Send(ctx context.Context, cmds []luart.Cmd, replies []luart.Reply) {
+	r.mu.Lock()
+	sent := make([]luart.Cmd, len(cmds))
+	for i, c := range cmds {
+		c.Keys = slices.Clone(c.Keys)
+		c.Call.Keys = slices.Clone(c.Call.Keys)
+		sent[i] = c
+	}
+	r.sends = append(r.sends, sent)
+	r.mu.Unlock()
+	r.Transport.Send(ctx, cmds, replies)
+}
+
+// TestRefundBoundPerSlot: on a cluster, a batch whose checks span hash
+// slots sends a TIME ahead of the first script of each slot, on that
+// slot's node, so every charge's refund bound comes from its own node's
+// clock and order, even for the first batch, sent before the Limiter
+// knows which node holds which slot (all its checks in one flight). And a
+// batch refused by one check leaves no charge on any node.
+func TestRefundBoundPerSlot(t *testing.T) {
+	t.Parallel()
+	cl := redisserver.StartCluster(t, 3)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := &recording{Transport: luart.Rueidis(c)}
+	l, err := NewFromTransport(rec, quiet...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	day := Must(SlidingWindow(5, 24*time.Hour)).Named("day")
+	one := Must(SlidingWindow(1, 24*time.Hour)).Named("one")
+	ids := []string{"alpha", "bravo", "charlie"}
+	if keyslot.Of(l.Key(ids[0], day)) == keyslot.Of(l.Key(ids[1], day)) {
+		t.Fatal("pick identities of different slots")
+	}
+	// "charlie" spends its one; then every batch it is in is refused.
+	if r, err := l.Allow(ctx, ids[2], one); err != nil || !r.Allowed {
+		t.Fatalf("Allow: %+v, %v", r, err)
+	}
+	rec.mu.Lock()
+	rec.sends = nil
+	rec.mu.Unlock()
+	for range 3 {
+		d, err := l.Decide(ctx, Check{Identity: ids[0], Limit: day, Cost: 1}, Check{Identity: ids[1], Limit: day, Cost: 1}, Check{Identity: ids[2], Limit: one, Cost: 1})
+		if err != nil || d.Allowed {
+			t.Fatalf("Decide: %+v, %v; want refused by %s", d, err, one.Name)
+		}
+	}
+	for _, id := range ids[:2] {
+		if r, err := l.AllowN(ctx, id, day, 0); err != nil || r.Remaining != 5 {
+			t.Fatalf("%s after refused batches: %+v, %v; want its 5 whole", id, r, err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, cmds := range rec.sends {
+		timed := map[int]bool{}
+		for _, cmd := range cmds {
+			switch cmd.Op {
+			case luart.OpTime:
+				timed[keyslot.Of(cmd.Keys[0])] = true
+			case luart.OpEvalSha, luart.OpEval:
+				if cmd.Call.Script.Name != "refund" && len(cmds) > 1 && !timed[keyslot.Of(cmd.Call.Keys[0])] {
+					t.Errorf("%s on %s sent with no TIME of its slot ahead of it: %v", cmd.Call.Script.Name, cmd.Call.Keys[0], cmds)
+				}
+			}
+		}
+	}
 }
