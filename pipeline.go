@@ -383,10 +383,9 @@ func (e *engine) launch(ctx context.Context, n *node, start time.Time, reqs []re
 			return nil, o, err
 		}
 	}
-	if !e.goroutines.add() {
-		<-n.slots
-		return nil, outcomeClosed, ErrClosed
-	}
+	// The flight is not counted among the Limiter's goroutines: the
+	// node's senders are, and one of them, or after Close the caller
+	// itself (enqueue), lands every flight queued.
 	f := flights.Get().(*flight)
 	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs)
 	for i := range f.reqs {

@@ -278,7 +278,6 @@ func (e *engine) timeOf(f *flight, i int, t int64) {
 // went, and the replies go to the waiter, or are reconciled when the
 // waiter has gone.
 func (e *engine) land(f *flight) {
-	defer e.goroutines.done()
 	n := f.node
 	down, reply := false, false
 	for i := range f.reqs {
