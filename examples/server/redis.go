@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/redisurl"
 	"github.com/sluice-go/sluice/runtime/luart"
 	"github.com/sluice-go/sluice/scripts"
 )
@@ -42,7 +42,7 @@ func openStore(redisFlag string) (*store, error) {
 	if redisFlag == "" {
 		return openMiniredis()
 	}
-	opt, err := clientOption(redisFlag)
+	opt, err := redisurl.Parse(redisFlag)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func openStore(redisFlag string) (*store, error) {
 		unreachable, err = err, nil
 	}
 	if err != nil {
-		if len(opt.InitAddress) > 1 && isDialError(err) {
+		if len(opt.InitAddress) > 1 && redisurl.IsDialError(err) {
 			return nil, fmt.Errorf("cannot connect to Redis at %s: none of these cluster seeds answers, and one must at start-up for the client to learn the cluster's nodes: %w", addrs, err)
 		}
 		return nil, fmt.Errorf("cannot connect to Redis at %s: %w", addrs, err)
@@ -73,41 +73,6 @@ func openStore(redisFlag string) (*store, error) {
 		close:       client.Close,
 		unreachable: unreachable,
 	}, nil
-}
-
-// isDialError reports whether err is a failure to open a connection to
-// Redis (refused, timed out, no route, unknown host), as opposed to a
-// connection that opened and then failed (a wrong password, a TLS
-// mismatch, a peer that is not Redis).
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// clientOption reads -redis: a redis://, rediss:// or unix:// URL (with
-// more cluster seeds as ?addr=host:port), or a comma-separated list of
-// host:port.
-func clientOption(s string) (rueidis.ClientOption, error) {
-	if strings.Contains(s, "://") {
-		opt, err := rueidis.ParseURL(s)
-		if err != nil {
-			return opt, fmt.Errorf("-redis %q: %w", s, err)
-		}
-		return opt, nil
-	}
-	var opt rueidis.ClientOption
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || port == "" {
-			return opt, fmt.Errorf("-redis %q: %q is not host:port (or use a redis:// URL)", s, a)
-		}
-		if host == "" {
-			a = net.JoinHostPort("127.0.0.1", port)
-		}
-		opt.InitAddress = append(opt.InitAddress, a)
-	}
-	return opt, nil
 }
 
 // openMiniredis starts an in-process miniredis. Its TIME is the wall clock

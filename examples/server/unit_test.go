@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/httplimit"
+	"github.com/sluice-go/sluice/internal/redisurl"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -112,28 +113,6 @@ func TestParseFlagsProxiesAndAPIKeys(t *testing.T) {
 	}
 }
 
-func TestClientOption(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-	}{
-		{"redis://127.0.0.1:7000", []string{"127.0.0.1:7000"}},
-		{"redis://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002", []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}},
-		{"127.0.0.1:7000,127.0.0.1:7001, 127.0.0.1:7002", []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}},
-		{":6400", []string{"127.0.0.1:6400"}},
-	} {
-		opt, err := clientOption(tc.in)
-		if err != nil || !slices.Equal(opt.InitAddress, tc.want) {
-			t.Errorf("clientOption(%q) = %q, %v; want %q", tc.in, opt.InitAddress, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"localhost", "127.0.0.1:7000,", "http://127.0.0.1:7000", "redis://[::1"} {
-		if _, err := clientOption(bad); err == nil || !strings.Contains(err.Error(), "-redis") {
-			t.Errorf("clientOption(%q) = %v; want an error naming -redis", bad, err)
-		}
-	}
-}
-
 // TestOpenStoreUnreachable: a single address that refuses connections
 // gives a client to use and the dial error; several addresses none of which
 // answers are an error; so is a peer that accepts connections but is not
@@ -166,7 +145,7 @@ func TestOpenStoreUnreachable(t *testing.T) {
 		t.Fatalf("openStore(%s, down) = %v; want a store", down, err)
 	}
 	defer st.close()
-	if st.unreachable == nil || !isDialError(st.unreachable) || st.client == nil || st.desc != "Redis at "+down {
+	if st.unreachable == nil || !redisurl.IsDialError(st.unreachable) || st.client == nil || st.desc != "Redis at "+down {
 		t.Fatalf("openStore(%s, down): unreachable %v, desc %q; want the dial error and Redis at %s", down, st.unreachable, st.desc, down)
 	}
 
@@ -176,7 +155,7 @@ func TestOpenStoreUnreachable(t *testing.T) {
 	if st, err := openStore(ln.Addr().String()); err == nil {
 		st.close()
 		t.Fatalf("openStore(%s, not Redis) succeeded", ln.Addr())
-	} else if strings.Contains(err.Error(), "unreachable") || isDialError(err) {
+	} else if strings.Contains(err.Error(), "unreachable") || redisurl.IsDialError(err) {
 		t.Fatalf("openStore(%s, not Redis) = %v; want a failure that is not a dial error", ln.Addr(), err)
 	}
 }
