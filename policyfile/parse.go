@@ -1,0 +1,1089 @@
+package policyfile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-go/sluice"
+)
+
+// The fields of each object of the file, as the parser knows them (the
+// schema test checks schema.json against these lists).
+var (
+	configFields   = []string{"version", "shadow", "headers", "degraded_header", "error_domain", "no_default_exempt", "exempt", "limiter", "identities", "policies", "routes", "methods", "tiers"}
+	policyFields   = []string{"name", "limit", "key", "cost", "shadow", "per_message"}
+	limitFields    = []string{"algorithm", "rate", "period", "burst", "lease", "name"}
+	costFields     = []string{"header", "metadata", "default", "max"}
+	identityKinds  = []string{"ip", "api_key", "subject", "header", "route", "metadata", "constant", "join", "first_of"}
+	ipFields       = []string{"trusted_proxies", "header", "ipv4_prefix", "ipv6_prefix"}
+	apiKeyFields   = []string{"header"}
+	nameFields     = []string{"name"} // header, metadata and constant identities
+	noFields       = []string{}       // subject and route identities
+	tiersFields    = []string{"header", "metadata", "claim", "key", "table", "default", "policies"}
+	limiterFields  = []string{"failure", "replicas", "timeout"}
+	headerModes    = []string{"draft", "legacy", "both", "none"}
+	failureModes   = []string{"local", "open", "closed"}
+	proxyHeaders   = []string{XForwardedFor, Forwarded}
+	paramlessKinds = []string{"ip", "subject", "route"} // usable as a bare word
+)
+
+// kindExamples show how to write the kinds that need parameters.
+var kindExamples = map[string]string{
+	"api_key":  "{api_key: {header: X-API-Key}}",
+	"header":   "{header: {name: X-Tenant}}",
+	"metadata": "{metadata: {name: x-tenant}}",
+	"constant": "{constant: {name: global}}",
+	"join":     "{join: [subject, ip]}",
+	"first_of": "{first_of: [subject, ip]}",
+}
+
+const (
+	// maxVisits bounds the nodes a file may expand to, aliases followed:
+	// a few aliases of aliases cannot make Parse walk billions of nodes.
+	maxVisits = 1 << 21
+	// maxDepth bounds how deep join and first_of nest.
+	maxDepth = 32
+)
+
+// Load reads and parses the policy file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policyfile: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a policy file (YAML, or JSON, which is YAML) named filename
+// in errors. On failure the error is an Errors holding every problem
+// found, each at its file:line:col.
+func Parse(filename string, data []byte) (*Config, error) {
+	d := &decoder{file: filename, names: map[string]*yaml.Node{}}
+	c := &Config{File: filename, Pos: map[string]Pos{}}
+	d.c = c
+	if root := d.document(data); root != nil {
+		d.config(root)
+	}
+	if err := d.errs.Err(); err != nil {
+		return nil, err
+	}
+	if c.Version == "" {
+		sum := sha256.Sum256(data)
+		c.Version = hex.EncodeToString(sum[:6])
+	}
+	return c, nil
+}
+
+// decoder reads one file's nodes into a Config, collecting every problem.
+type decoder struct {
+	file   string
+	c      *Config
+	errs   Errors
+	visits int
+	over   bool                  // maxVisits reached: stop walking
+	names  map[string]*yaml.Node // policy names seen, where first
+	tables []tableEntry          // tier table values, checked once the tiers are known
+	refs   []*Identity           // every KindRef, checked once the identities are known
+}
+
+type tableEntry struct {
+	tier string
+	node *yaml.Node
+}
+
+func (d *decoder) at(n *yaml.Node) Pos {
+	return Pos{File: d.file, Line: max(n.Line, 1), Col: max(n.Column, 1)}
+}
+
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	d.errs = append(d.errs, d.at(n).Errorf("%s", msg))
+}
+
+// deref follows aliases and counts the visit.
+func (d *decoder) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 64; i++ {
+		n = n.Alias
+	}
+	if n == nil || n.Kind == yaml.AliasNode {
+		n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	d.visits++
+	if d.visits > maxVisits && !d.over {
+		d.over = true
+		d.errorf(n, "", "the file expands to more than %d nodes once its aliases are followed", maxVisits)
+	}
+	return n
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// document parses data into its root node, or reports why it cannot.
+func (d *decoder) document(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	if err != nil && !errors.Is(err, io.EOF) {
+		d.syntax(data, err)
+		return nil
+	}
+	if err != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		d.errs = append(d.errs, Error{File: d.file, Line: 1, Col: 1, Msg: "empty file: a policy file needs at least one policy"})
+		return nil
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		d.errorf(&next, "", "a policy file is one YAML document; a second one starts here")
+	case !errors.Is(err, io.EOF):
+		d.syntax(data, err)
+	}
+	return doc.Content[0]
+}
+
+// syntax reports a YAML syntax error: at the line the parser names, or,
+// for JSON input, at the line and column encoding/json finds.
+func (d *decoder) syntax(data []byte, err error) {
+	line, col, msg := 1, 1, strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = err.Error()[len(m[0]):]
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		var v any
+		var se *json.SyntaxError
+		if jerr := json.Unmarshal(data, &v); errors.As(jerr, &se) {
+			line, col = lineCol(data, se.Offset)
+			msg = "JSON: " + se.Error()
+		}
+	}
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Msg: "syntax error: " + msg})
+}
+
+// lineCol is the 1-based line and column (in characters) of the byte
+// before offset, where encoding/json stopped.
+func lineCol(data []byte, offset int64) (int, int) {
+	off := min(max(int(offset)-1, 0), len(data))
+	line, col := 1, 1
+	for _, r := range string(data[:off]) {
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// describe names a node's type and value for "want X, got Y".
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:40] + "…"
+		}
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!bool":
+			return "boolean " + v
+		case "!!int":
+			return "integer " + v
+		case "!!float":
+			return "number " + v
+		default:
+			return fmt.Sprintf("string %q", v)
+		}
+	}
+	return "nothing"
+}
+
+// entry is one key and value of a mapping.
+type entry struct {
+	name     string
+	key, val *yaml.Node
+}
+
+// mapping returns the entries of n in file order, merges (<<) applied.
+// With known, every other key is an error (with the nearest known name
+// when close); without, any key is allowed, and anyScalar allows keys that
+// are not strings (tier table keys such as 12345). A duplicate key is an
+// error.
+func (d *decoder) mapping(n *yaml.Node, path string, known []string, anyScalar bool) ([]entry, bool) {
+	n = d.deref(n)
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "want a mapping, got %s", describe(n))
+		return nil, false
+	}
+	var out []entry
+	seen := map[string]*yaml.Node{}
+	d.collect(n, path, known, anyScalar, false, seen, &out, 0)
+	return out, true
+}
+
+func (d *decoder) collect(n *yaml.Node, path string, known []string, anyScalar, merged bool, seen map[string]*yaml.Node, out *[]entry, depth int) {
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content) && !d.over; i += 2 {
+		k, v := d.deref(n.Content[i]), n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode || isNull(k) || !anyScalar && k.ShortTag() != "!!str" {
+			d.errorf(k, path, "want a string as key, got %s", describe(k))
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			if !merged {
+				d.errorf(k, path, "duplicate key %q (first at %d:%d)", k.Value, first.Line, first.Column)
+			}
+			continue
+		}
+		if known != nil && !slices.Contains(known, k.Value) {
+			if s := didYouMean(k.Value, known); s != "" {
+				d.errorf(k, path, "unknown field %q%s", k.Value, s)
+			} else {
+				d.errorf(k, path, "unknown field %q (want one of %s)", k.Value, strings.Join(known, ", "))
+			}
+			continue
+		}
+		seen[k.Value] = k
+		*out = append(*out, entry{k.Value, k, v})
+	}
+	for _, m := range merges {
+		m = d.deref(m)
+		var maps []*yaml.Node
+		switch m.Kind {
+		case yaml.MappingNode:
+			maps = []*yaml.Node{m}
+		case yaml.SequenceNode:
+			maps = m.Content
+		}
+		for _, mm := range maps {
+			mm = d.deref(mm)
+			if mm.Kind != yaml.MappingNode || depth > maxDepth {
+				d.errorf(mm, path, "<< merges a mapping or a list of mappings, got %s", describe(mm))
+				continue
+			}
+			d.collect(mm, path, known, anyScalar, true, seen, out, depth+1)
+		}
+	}
+}
+
+// fields is mapping with known fields, by name.
+func (d *decoder) fields(n *yaml.Node, path string, known []string) (map[string]entry, bool) {
+	es, ok := d.mapping(n, path, known, false)
+	if !ok {
+		return nil, false
+	}
+	m := make(map[string]entry, len(es))
+	for _, e := range es {
+		m[e.name] = e
+	}
+	return m, true
+}
+
+// list returns the items of a sequence.
+func (d *decoder) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	n = d.deref(n)
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "want a list, got %s", describe(n))
+		return nil, false
+	}
+	return n.Content, true
+}
+
+func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
+	n = d.deref(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		hint := ""
+		if n.Kind == yaml.ScalarNode && !isNull(n) {
+			hint = fmt.Sprintf(` (quote it: "%s")`, n.Value)
+		}
+		d.errorf(n, path, "want a string, got %s%s", describe(n), hint)
+		return "", false
+	}
+	return n.Value, true
+}
+
+// nonEmpty is str, refusing "".
+func (d *decoder) nonEmpty(n *yaml.Node, path string) (string, bool) {
+	s, ok := d.str(n, path)
+	if ok && strings.TrimSpace(s) == "" {
+		d.errorf(d.deref(n), path, "must not be empty")
+		return "", false
+	}
+	return s, ok
+}
+
+// token is a header or metadata name: an RFC 9110 token.
+func (d *decoder) token(n *yaml.Node, path string) (string, bool) {
+	s, ok := d.nonEmpty(n, path)
+	if !ok {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			d.errorf(d.deref(n), path, "%q is not a header or metadata name (letters, digits and !#$%%&'*+-.^_`|~)", s)
+			return "", false
+		}
+	}
+	return s, true
+}
+
+func (d *decoder) oneOf(n *yaml.Node, path string, want []string) (string, bool) {
+	s, ok := d.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if l := strings.ToLower(s); slices.Contains(want, l) {
+		return l, true
+	}
+	d.errorf(d.deref(n), path, "%q is not one of %s%s", s, strings.Join(want, ", "), didYouMean(s, want))
+	return "", false
+}
+
+func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
+	n = d.deref(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		d.errorf(n, path, "want an integer, got %s", describe(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n.Value, 0, 64)
+	switch {
+	case err != nil || v > hi:
+		d.errorf(n, path, "%s is above the maximum %d", n.Value, hi)
+		return 0, false
+	case v < lo:
+		d.errorf(n, path, "%s is below the minimum %d", n.Value, lo)
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) boolean(n *yaml.Node, path string) bool {
+	n = d.deref(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+		if v, err := strconv.ParseBool(n.Value); err == nil {
+			return v
+		}
+	}
+	d.errorf(n, path, "want true or false, got %s", describe(n))
+	return false
+}
+
+// duration reads Go duration text ("1m", "500ms", "1h30m"), at least lo.
+func (d *decoder) duration(n *yaml.Node, path string, lo time.Duration) (time.Duration, bool) {
+	n = d.deref(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		d.errorf(n, path, `want a duration such as "1m", "500ms" or "1h30m", got %s`, describe(n))
+		return 0, false
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.errorf(n, path, `bad duration %q: want a number and a unit (ns, us, ms, s, m, h), such as "1m", "500ms" or "1h30m"`, n.Value)
+		return 0, false
+	}
+	if v < lo {
+		d.errorf(n, path, "duration %s is below %v", n.Value, lo)
+		return 0, false
+	}
+	return v, true
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func (d *decoder) config(root *yaml.Node) {
+	c := d.c
+	f, ok := d.fields(root, "", configFields)
+	if !ok {
+		return
+	}
+	for name, e := range f {
+		c.Pos[name] = d.at(e.key)
+	}
+	if e, ok := f["version"]; ok {
+		if v := d.deref(e.val); v.Kind == yaml.ScalarNode && !isNull(v) {
+			c.Version = v.Value
+		} else {
+			d.errorf(v, "version", "want a string, got %s", describe(v))
+		}
+	}
+	if e, ok := f["shadow"]; ok {
+		c.Shadow = d.boolean(e.val, "shadow")
+	}
+	if e, ok := f["headers"]; ok {
+		c.Headers, _ = d.oneOf(e.val, "headers", headerModes)
+	}
+	if e, ok := f["degraded_header"]; ok {
+		c.DegradedHeader, _ = d.token(e.val, "degraded_header")
+	}
+	if e, ok := f["error_domain"]; ok {
+		c.ErrorDomain, _ = d.nonEmpty(e.val, "error_domain")
+	}
+	if e, ok := f["no_default_exempt"]; ok {
+		c.NoDefaultExempt = d.boolean(e.val, "no_default_exempt")
+	}
+	if e, ok := f["exempt"]; ok {
+		items, _ := d.list(e.val, "exempt")
+		for i, it := range items {
+			p := fmt.Sprintf("exempt[%d]", i)
+			if s, ok := d.nonEmpty(it, p); ok {
+				c.Exempt = append(c.Exempt, s)
+				c.Pos[p] = d.at(d.deref(it))
+			}
+		}
+	}
+	if e, ok := f["limiter"]; ok {
+		c.Limiter = d.limiter(e.val)
+	}
+	if e, ok := f["identities"]; ok {
+		d.identities(e.val)
+	}
+	if e, ok := f["policies"]; ok {
+		c.Policies = d.policies(e.val, "policies")
+	}
+	if e, ok := f["routes"]; ok {
+		c.Routes = d.policyMap(e.val, "routes")
+	}
+	if e, ok := f["methods"]; ok {
+		c.Methods = d.policyMap(e.val, "methods")
+	}
+	if e, ok := f["tiers"]; ok {
+		c.Tiers = d.tiers(e.val)
+	}
+	d.checkRefs()
+	if c.Tiers != nil {
+		for _, t := range d.tables {
+			if _, ok := c.Tiers.Policies[t.tier]; !ok {
+				d.errorf(t.node, "tiers.table", "tier %q is not in tiers.policies%s", t.tier, didYouMean(t.tier, sortedKeys(c.Tiers.Policies)))
+			}
+		}
+	}
+	n := 0
+	c.AllPolicies(func(string, *Policy) { n++ })
+	if n == 0 && len(d.errs) == 0 {
+		d.errorf(root, "", "no policy: a policy file needs at least one, under policies, routes, methods or tiers.policies")
+	}
+}
+
+func (d *decoder) limiter(n *yaml.Node) *Limiter {
+	f, ok := d.fields(n, "limiter", limiterFields)
+	if !ok {
+		return nil
+	}
+	l := &Limiter{Pos: d.at(d.deref(n))}
+	if e, ok := f["failure"]; ok {
+		l.Failure, _ = d.oneOf(e.val, "limiter.failure", failureModes)
+	}
+	if e, ok := f["replicas"]; ok {
+		v, _ := d.integer(e.val, "limiter.replicas", 1, 1<<20)
+		l.Replicas = int(v)
+		if l.Failure == "open" || l.Failure == "closed" {
+			d.errorf(e.key, "limiter.replicas", "replicas sizes the local failure policy's share; failure is %s", l.Failure)
+		}
+	}
+	if e, ok := f["timeout"]; ok {
+		l.Timeout, _ = d.duration(e.val, "limiter.timeout", 0)
+	}
+	return l
+}
+
+// validIdentityName keeps identity names simple, and apart from the kinds
+// a bare word names.
+func validIdentityName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) identities(n *yaml.Node) {
+	es, ok := d.mapping(n, "identities", nil, false)
+	if !ok {
+		return
+	}
+	d.c.Identities = make(map[string]Identity, len(es))
+	for _, e := range es {
+		p := fmt.Sprintf("identities[%q]", e.name)
+		switch {
+		case slices.Contains(identityKinds, e.name):
+			d.errorf(e.key, "identities", "%q is an identity kind; name the identity something else", e.name)
+			continue
+		case !validIdentityName(e.name):
+			d.errorf(e.key, "identities", "identity name %q: want 1 to 64 letters, digits, '_', '-' or '.'", e.name)
+			continue
+		}
+		d.c.Identities[e.name] = d.identity(e.val, p, 0)
+	}
+	if len(d.c.Identities) == 0 {
+		d.c.Identities = nil
+	}
+}
+
+// identity reads a bare word (ip, subject, route, or the name of an
+// identity) or a mapping of exactly one kind to its parameters.
+func (d *decoder) identity(n *yaml.Node, path string, depth int) Identity {
+	n = d.deref(n)
+	id := Identity{Pos: d.at(n)}
+	if depth > maxDepth {
+		d.errorf(n, path, "identities nest deeper than %d", maxDepth)
+		return id
+	}
+	if n.Kind == yaml.ScalarNode {
+		s, ok := d.nonEmpty(n, path)
+		switch {
+		case !ok:
+		case slices.Contains(paramlessKinds, s):
+			id.Kind = IdentityKind(s)
+		case slices.Contains(identityKinds, s):
+			d.errorf(n, path, "%s needs parameters: %s", s, kindExamples[s])
+		default:
+			id.Kind, id.Ref = KindRef, s
+		}
+		return id
+	}
+	f, ok := d.fields(n, path, identityKinds)
+	if !ok {
+		return id
+	}
+	if len(f) != 1 {
+		var kinds []string
+		for k := range f {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		if len(kinds) == 0 {
+			d.errorf(n, path, "an identity needs a kind: one of %s, or the name of an identity", strings.Join(identityKinds, ", "))
+		} else {
+			d.errorf(n, path, "an identity has exactly one kind, got %s (combine them with join or first_of)", strings.Join(kinds, " and "))
+		}
+		return id
+	}
+	for kind, e := range f {
+		id.Kind = IdentityKind(kind)
+		sub := join(path, kind)
+		switch id.Kind {
+		case KindIP:
+			id.IP = d.ipOptions(e.val, sub)
+		case KindSubject, KindRoute:
+			if !isNull(d.deref(e.val)) {
+				d.fields(e.val, sub, noFields)
+			}
+		case KindAPIKey:
+			if g, ok := d.fields(e.val, sub, apiKeyFields); ok {
+				if h, ok := g["header"]; ok {
+					id.Header, _ = d.token(h.val, join(sub, "header"))
+				} else {
+					d.errorf(d.deref(e.val), sub, `missing field "header" (where the API key is: {api_key: {header: X-API-Key}})`)
+				}
+			}
+		case KindHeader, KindMetadata, KindConstant:
+			if g, ok := d.fields(e.val, sub, nameFields); ok {
+				if h, ok := g["name"]; !ok {
+					d.errorf(d.deref(e.val), sub, `missing field "name"`)
+				} else if id.Kind == KindConstant {
+					id.Name, _ = d.nonEmpty(h.val, join(sub, "name"))
+				} else {
+					id.Name, _ = d.token(h.val, join(sub, "name"))
+				}
+			}
+		case KindJoin, KindFirstOf:
+			items, ok := d.list(e.val, sub)
+			if ok && len(items) == 0 {
+				d.errorf(d.deref(e.val), sub, "want at least one identity")
+			}
+			id.Parts = make([]Identity, 0, len(items))
+			for i, it := range items {
+				if d.over {
+					break
+				}
+				id.Parts = append(id.Parts, d.identity(it, fmt.Sprintf("%s[%d]", sub, i), depth+1))
+			}
+		}
+	}
+	return id
+}
+
+func (d *decoder) ipOptions(n *yaml.Node, path string) IPOptions {
+	var o IPOptions
+	if isNull(d.deref(n)) {
+		return o
+	}
+	f, ok := d.fields(n, path, ipFields)
+	if !ok {
+		return o
+	}
+	if e, ok := f["trusted_proxies"]; ok {
+		items, _ := d.list(e.val, join(path, "trusted_proxies"))
+		for i, it := range items {
+			p := fmt.Sprintf("%s.trusted_proxies[%d]", path, i)
+			s, ok := d.str(it, p)
+			if !ok {
+				continue
+			}
+			if err := checkPrefix(s); err != nil {
+				d.errorf(d.deref(it), p, "bad CIDR prefix or address %q: %v", s, err)
+				continue
+			}
+			o.TrustedProxies = append(o.TrustedProxies, s)
+		}
+	}
+	if e, ok := f["header"]; ok {
+		o.Header, _ = d.oneOf(e.val, join(path, "header"), proxyHeaders)
+		if len(o.TrustedProxies) == 0 && o.Header != "" {
+			d.errorf(e.key, join(path, "header"), "a forwarding header needs trusted_proxies: without them every client could choose its own address")
+		}
+	}
+	if e, ok := f["ipv4_prefix"]; ok {
+		v, _ := d.integer(e.val, join(path, "ipv4_prefix"), 1, 32)
+		o.IPv4Prefix = int(v)
+	}
+	if e, ok := f["ipv6_prefix"]; ok {
+		v, _ := d.integer(e.val, join(path, "ipv6_prefix"), 1, 128)
+		o.IPv6Prefix = int(v)
+	}
+	return o
+}
+
+// checkPrefix accepts what the adapters' trusted proxies accept: a CIDR
+// prefix (IPv4-mapped ones at least /96) or a single address.
+func checkPrefix(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err == nil && p.Addr().Is4In6() && p.Bits() < 96 {
+			err = errors.New("IPv4-mapped prefix shorter than /96")
+		}
+		return err
+	}
+	_, err := netip.ParseAddr(s)
+	return err
+}
+
+// policies reads a list of policies; null is an empty list.
+func (d *decoder) policies(n *yaml.Node, path string) []Policy {
+	if isNull(d.deref(n)) {
+		return nil
+	}
+	items, _ := d.list(n, path)
+	out := make([]Policy, 0, len(items))
+	for i, it := range items {
+		if d.over {
+			break
+		}
+		out = append(out, d.policy(it, fmt.Sprintf("%s[%d]", path, i)))
+	}
+	if len(out) == 0 {
+		return nil // an empty list is no list: Marshal and Parse agree
+	}
+	return out
+}
+
+// policyMap reads routes or methods: a key's policies.
+func (d *decoder) policyMap(n *yaml.Node, path string) map[string][]Policy {
+	es, ok := d.mapping(n, path, nil, false)
+	if !ok {
+		return nil
+	}
+	m := make(map[string][]Policy, len(es))
+	for _, e := range es {
+		p := fmt.Sprintf("%s[%q]", path, e.name)
+		if strings.TrimSpace(e.name) == "" {
+			d.errorf(e.key, path, "an empty key matches nothing")
+			continue
+		}
+		d.c.Pos[p] = d.at(e.key)
+		m[e.name] = d.policies(e.val, p)
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func (d *decoder) policy(n *yaml.Node, path string) Policy {
+	n = d.deref(n)
+	p := Policy{Pos: d.at(n)}
+	f, ok := d.fields(n, path, policyFields)
+	if !ok {
+		return p
+	}
+	need := func(name, why string) (entry, bool) {
+		e, ok := f[name]
+		if !ok {
+			d.errorf(n, path, "missing field %q (%s)", name, why)
+		}
+		return e, ok
+	}
+	var nameNode *yaml.Node
+	if e, ok := need("name", "how headers, denials and metrics call the policy"); ok {
+		if s, ok := d.str(e.val, join(path, "name")); ok {
+			nameNode = d.deref(e.val)
+			if !validPolicyName(s) {
+				d.errorf(nameNode, join(path, "name"), "policy name %q: want 1 to 64 printable ASCII characters", s)
+			} else if first, dup := d.names[s]; dup {
+				d.errorf(nameNode, join(path, "name"), "duplicate policy name %q (first at %d:%d): every policy of a file has its own name", s, first.Line, first.Column)
+			} else {
+				d.names[s] = nameNode
+				p.Name = s
+			}
+		}
+	}
+	var ln limitNodes
+	limOK := false
+	if e, ok := need("limit", "the quota"); ok {
+		p.Limit, ln, limOK = d.limit(e.val, join(path, "limit"))
+	}
+	if e, ok := need("key", "the identity the policy counts"); ok {
+		p.Key = d.identity(e.val, join(path, "key"), 0)
+		d.noteRefs(&p.Key)
+	}
+	if e, ok := f["cost"]; ok {
+		p.Cost = d.cost(e.val, join(path, "cost"))
+	}
+	if e, ok := f["shadow"]; ok {
+		p.Shadow = d.boolean(e.val, join(path, "shadow"))
+	}
+	if e, ok := f["per_message"]; ok {
+		p.PerMessage = d.boolean(e.val, join(path, "per_message"))
+	}
+	if limOK && p.Name != "" {
+		if _, err := p.SluiceLimit(); err != nil {
+			msg := strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")
+			at, where := ln.self, join(path, "limit")
+			switch {
+			case strings.Contains(msg, ": name ") && p.Limit.Name == "":
+				d.errorf(nameNode, join(path, "name"), "%q also names the policy's limit, whose state Redis keeps under it: use letters, digits, '.', '_' and '-', or set limit.name", p.Name)
+				return p
+			case strings.Contains(msg, ": name "):
+				at, where = ln.name, join(where, "name")
+			case strings.Contains(msg, ": burst ") && ln.burst != nil:
+				at, where = ln.burst, join(where, "burst")
+			case strings.Contains(msg, ": rate "):
+				at, where = ln.rate, join(where, "rate")
+			case strings.Contains(msg, ": period ") && ln.period != nil:
+				at, where = ln.period, join(where, "period")
+			case strings.Contains(msg, ": period ") && ln.lease != nil:
+				at, where = ln.lease, join(where, "lease")
+			}
+			d.errorf(at, where, "invalid limit: %s", msg)
+		}
+	}
+	return p
+}
+
+// validPolicyName is the adapters' rule: 1 to 64 printable ASCII
+// characters.
+func validPolicyName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// limitNodes are where a limit's fields were read, to point at the one
+// sluice refuses.
+type limitNodes struct{ self, rate, period, burst, lease, name *yaml.Node }
+
+func (d *decoder) limit(n *yaml.Node, path string) (Limit, limitNodes, bool) {
+	n = d.deref(n)
+	l := Limit{Pos: d.at(n)}
+	ln := limitNodes{self: n}
+	f, ok := d.fields(n, path, limitFields)
+	if !ok {
+		return l, ln, false
+	}
+	ok = true
+	get := func(name string) (entry, bool) {
+		e, has := f[name]
+		if has {
+			v := d.deref(e.val)
+			switch name {
+			case "rate":
+				ln.rate = v
+			case "period":
+				ln.period = v
+			case "burst":
+				ln.burst = v
+			case "lease":
+				ln.lease = v
+			case "name":
+				ln.name = v
+			}
+		}
+		return e, has
+	}
+	if e, has := get("algorithm"); !has {
+		d.errorf(n, path, "missing field %q (one of %s)", "algorithm", strings.Join(Algorithms, ", "))
+		ok = false
+	} else if l.Algorithm, ok = d.oneOf(e.val, join(path, "algorithm"), Algorithms); !ok {
+		l.Algorithm = ""
+	}
+	if e, has := get("rate"); !has {
+		d.errorf(n, path, "missing field %q", "rate")
+		ok = false
+	} else {
+		var good bool
+		l.Rate, good = d.integer(e.val, join(path, "rate"), 1, 1<<62)
+		ok = ok && good
+	}
+	alg := l.Algorithm
+	conc := alg == Concurrency
+	if e, has := get("period"); has {
+		if conc {
+			d.errorf(e.key, join(path, "period"), "concurrency takes lease (how long an unreleased slot stays taken), not period")
+			ok = false
+		} else {
+			var good bool
+			l.Period, good = d.duration(e.val, join(path, "period"), time.Microsecond)
+			ok = ok && good
+		}
+	} else if alg != "" && !conc {
+		d.errorf(n, path, `missing field "period" (the window or refill period, such as "1m")`)
+		ok = false
+	}
+	if e, has := get("lease"); has {
+		if alg != "" && !conc {
+			d.errorf(e.key, join(path, "lease"), "lease is for concurrency only; %s takes period", alg)
+			ok = false
+		} else {
+			var good bool
+			l.Lease, good = d.duration(e.val, join(path, "lease"), time.Microsecond)
+			ok = ok && good
+		}
+	} else if conc {
+		d.errorf(n, path, `missing field "lease" (how long a slot never released stays taken, such as "30s")`)
+		ok = false
+	}
+	bursty := alg == GCRA || alg == TokenBucket
+	if e, has := get("burst"); has {
+		if alg != "" && !bursty {
+			d.errorf(e.key, join(path, "burst"), "burst is for gcra and token_bucket only")
+			ok = false
+		} else {
+			var good bool
+			l.Burst, good = d.integer(e.val, join(path, "burst"), 1, 1<<62)
+			ok = ok && good
+		}
+	} else if bursty {
+		l.Burst = l.Rate
+	}
+	if e, has := get("name"); has {
+		var good bool
+		l.Name, good = d.nonEmpty(e.val, join(path, "name"))
+		ok = ok && good
+	}
+	return l, ln, ok
+}
+
+func (d *decoder) cost(n *yaml.Node, path string) *Cost {
+	n = d.deref(n)
+	c := &Cost{Pos: d.at(n)}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
+		c.Value, _ = d.integer(n, path, 0, sluice.MaxCost)
+		return c
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "want an integer or a mapping {header: NAME} / {metadata: NAME}, got %s", describe(n))
+		return c
+	}
+	f, _ := d.fields(n, path, costFields)
+	h, hasH := f["header"]
+	m, hasM := f["metadata"]
+	switch {
+	case hasH && hasM:
+		d.errorf(n, path, "want header or metadata, not both")
+	case hasH:
+		c.Header, _ = d.token(h.val, join(path, "header"))
+	case hasM:
+		c.Metadata, _ = d.token(m.val, join(path, "metadata"))
+	default:
+		d.errorf(n, path, "a cost mapping reads the cost from a request: want header or metadata (or write a constant: cost: 5)")
+	}
+	c.Default = 1
+	if e, ok := f["default"]; ok {
+		c.Default, _ = d.integer(e.val, join(path, "default"), 0, sluice.MaxCost)
+	}
+	if e, ok := f["max"]; ok {
+		c.Max, _ = d.integer(e.val, join(path, "max"), 1, sluice.MaxCost)
+		if c.Max > 0 && c.Default > c.Max {
+			d.errorf(e.key, join(path, "max"), "max %d is below default %d", c.Max, c.Default)
+		}
+	}
+	return c
+}
+
+func (d *decoder) tiers(n *yaml.Node) *Tiers {
+	n = d.deref(n)
+	t := &Tiers{Pos: d.at(n)}
+	f, ok := d.fields(n, "tiers", tiersFields)
+	if !ok {
+		return t
+	}
+	for _, k := range []string{"header", "metadata", "claim", "key", "table", "default"} {
+		if e, ok := f[k]; ok {
+			d.c.Pos["tiers."+k] = d.at(e.key)
+		}
+	}
+	var sources []string
+	for _, k := range []string{"header", "metadata", "claim", "key"} {
+		if _, ok := f[k]; ok {
+			sources = append(sources, k)
+		}
+	}
+	if len(sources) != 1 {
+		d.errorf(n, "tiers", "want exactly one of header, metadata, claim or key (where a request's tier comes from), got %d", len(sources))
+	}
+	if e, ok := f["header"]; ok {
+		t.Header, _ = d.token(e.val, "tiers.header")
+	}
+	if e, ok := f["metadata"]; ok {
+		t.Metadata, _ = d.token(e.val, "tiers.metadata")
+	}
+	if e, ok := f["claim"]; ok {
+		t.Claim, _ = d.nonEmpty(e.val, "tiers.claim")
+	}
+	if e, ok := f["key"]; ok {
+		id := d.identity(e.val, "tiers.key", 0)
+		t.Key = &id
+		d.noteRefs(t.Key)
+		if _, ok := f["table"]; !ok {
+			d.errorf(e.key, "tiers.key", "a key needs a table: an identity's key names no tier by itself")
+		}
+	}
+	if e, ok := f["table"]; ok {
+		es, _ := d.mapping(e.val, "tiers.table", nil, true)
+		t.Table = make(map[string]string, len(es))
+		for _, te := range es {
+			if d.over {
+				break
+			}
+			if s, ok := d.nonEmpty(te.val, fmt.Sprintf("tiers.table[%q]", te.name)); ok {
+				t.Table[te.name] = s
+				d.tables = append(d.tables, tableEntry{s, d.deref(te.val)})
+			}
+		}
+	}
+	if e, ok := f["policies"]; ok {
+		es, _ := d.mapping(e.val, "tiers.policies", nil, false)
+		t.Policies = make(map[string][]Policy, len(es))
+		for _, te := range es {
+			t.Policies[te.name] = d.policies(te.val, fmt.Sprintf("tiers.policies[%q]", te.name))
+		}
+	} else {
+		d.errorf(n, "tiers", `missing field "policies" (each tier's policies)`)
+	}
+	if e, ok := f["default"]; ok {
+		if s, ok := d.str(e.val, "tiers.default"); ok {
+			t.Default = s
+			if _, known := t.Policies[s]; !known && t.Policies != nil {
+				d.errorf(d.deref(e.val), "tiers.default", "tier %q is not in tiers.policies%s", s, didYouMean(s, sortedKeys(t.Policies)))
+			}
+		}
+	} else {
+		d.errorf(n, "tiers", `missing field "default" (the tier of requests whose tier is unknown)`)
+	}
+	return t
+}
+
+// noteRefs remembers the references in id for checkRefs.
+func (d *decoder) noteRefs(id *Identity) {
+	if id.Kind == KindRef {
+		d.refs = append(d.refs, id)
+	}
+	for i := range id.Parts {
+		d.noteRefs(&id.Parts[i])
+	}
+}
+
+// checkRefs reports references to identities the file does not name, and
+// named identities that refer to themselves.
+func (d *decoder) checkRefs() {
+	names := sortedKeys(d.c.Identities)
+	for _, name := range names {
+		id := d.c.Identities[name]
+		d.noteRefs(&id)
+	}
+	for _, r := range d.refs {
+		if _, ok := d.c.Identities[r.Ref]; !ok {
+			d.errs = append(d.errs, r.Pos.Errorf("unknown identity %q: not an identity kind (%s) nor a name under identities%s",
+				r.Ref, strings.Join(paramlessKinds, ", "), didYouMean(r.Ref, append(names, paramlessKinds...))))
+		}
+	}
+	// A reference cycle among named identities has no key.
+	done := map[string]bool{}
+	var visit func(name string, trail []string)
+	var walk func(id *Identity, trail []string)
+	walk = func(id *Identity, trail []string) {
+		if _, ok := d.c.Identities[id.Ref]; ok && id.Kind == KindRef {
+			if i := slices.Index(trail, id.Ref); i >= 0 {
+				d.errs = append(d.errs, id.Pos.Errorf("identity %q refers to itself (%s → %s)", id.Ref, strings.Join(trail[i:], " → "), id.Ref))
+			} else {
+				visit(id.Ref, trail)
+			}
+		}
+		for i := range id.Parts {
+			walk(&id.Parts[i], trail)
+		}
+	}
+	visit = func(name string, trail []string) {
+		if done[name] {
+			return
+		}
+		id := d.c.Identities[name]
+		walk(&id, append(trail, name))
+		done[name] = true
+	}
+	for _, name := range names {
+		visit(name, nil)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
