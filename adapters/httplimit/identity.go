@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
@@ -74,6 +75,33 @@ func APIKey(header string) KeyFunc {
 		return ratepolicy.APIKeyKey(r.Header.Get(header))
 	}
 }
+
+// Header keys a request by the value of the named header (a tenant, a
+// region): "hdr:NAME:VALUE" with NAME in lower case, or "hdr:NAME#SHA256"
+// for values over 96 bytes, not UTF-8 or holding control characters. A
+// missing or empty header is no identity. Clients write headers: key by
+// one only what a client may spend as it likes, or a header your own
+// proxy sets after authenticating the client.
+func Header(name string) KeyFunc {
+	canon, kind := http.CanonicalHeaderKey(name), "hdr:"+strings.ToLower(name)
+	return func(r *http.Request) (string, bool) {
+		v := r.Header.Get(canon)
+		if v == "" {
+			return "", false
+		}
+		return ratepolicy.Tagged(kind, v), true
+	}
+}
+
+// WithClaims returns a context carrying verified claims of a request (plan,
+// org), which a policy file's tiers can choose by (tiers: {claim: plan}).
+// Call it from the authentication middleware that verified them.
+func WithClaims(ctx context.Context, claims map[string]string) context.Context {
+	return ratepolicy.WithClaims(ctx, claims)
+}
+
+// ClaimFrom returns the claim stored by WithClaims under name.
+func ClaimFrom(ctx context.Context, name string) (string, bool) { return ratepolicy.ClaimFrom(ctx, name) }
 
 // Constant keys every request by the same name: one quota shared by all
 // clients (a global ceiling in front of a fragile backend).
