@@ -101,7 +101,9 @@ func WithClaims(ctx context.Context, claims map[string]string) context.Context {
 }
 
 // ClaimFrom returns the claim stored by WithClaims under name.
-func ClaimFrom(ctx context.Context, name string) (string, bool) { return ratepolicy.ClaimFrom(ctx, name) }
+func ClaimFrom(ctx context.Context, name string) (string, bool) {
+	return ratepolicy.ClaimFrom(ctx, name)
+}
 
 // Constant keys every request by the same name: one quota shared by all
 // clients (a global ceiling in front of a fragile backend).
