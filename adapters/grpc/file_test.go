@@ -85,7 +85,7 @@ policies:
 					must(IP(IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, Header: XForwardedFor}))), k}}
 		},
 		calls: slices.Concat(
-			calls(2, 2, fileCall{md: append([]string{"x-api-key", "k1", "x-cost", "4"}, peerA...)}), // 8 of 10
+			calls(2, 2, fileCall{md: append([]string{"x-api-key", "k1", "x-cost", "4"}, peerA...)}),  // 8 of 10
 			calls(1, 0, fileCall{md: append([]string{"x-api-key", "k1", "x-cost", "99"}, peerA...)}), // 8 more: refused
 			calls(1, 1, fileCall{md: []string{"x-test-peer", "10.0.0.9:1", "x-forwarded-for", "203.0.113.7", "x-api-key", "k2"}}),
 			calls(2, 1, fileCall{md: peerA}), // per-client: 3 per minute
