@@ -326,10 +326,9 @@ func (b *batch) fromCache(ctx context.Context) bool {
 			continue
 		}
 		r, ok := l.denials.get(b.keys[i], b.sent)
-		if !ok {
-			continue
+		if !ok || r.Limit != c.Limit {
+			continue // (a denial under other numbers of this name, before an override or a reload changed them, does not hold)
 		}
-		r.Limit = c.Limit
 		if c.Cost == 0 && !c.peek {
 			// A report: always allowed, and nothing is left, since a
 			// cost of 1 cannot be admitted yet.

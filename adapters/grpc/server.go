@@ -101,6 +101,10 @@ type Config struct {
 	// with attributes sluice.policy and sluice.grpc.outcome (allowed,
 	// denied, shadow_denied).
 	MeterProvider metric.MeterProvider
+	// Overrides, when set (an *overrides.Store), is asked for each
+	// policy's identity on every call: an override exempts it, blocks it,
+	// or replaces the policy's limit for it (docs/overrides.md).
+	Overrides ratepolicy.Overrides
 }
 
 // ErrConfig means New was given a Config it cannot use; the wrapping error
@@ -177,7 +181,7 @@ func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...
 		Pkg: "grpclimit", Limiter: cfg.Limiter, Decide: decide,
 		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Methods), RoutesField: "Methods",
 		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
-		Shadow: cfg.Shadow, Logger: s.log, RouteAttr: "method",
+		Shadow: cfg.Shadow, Logger: s.log, RouteAttr: "method", Overrides: cfg.Overrides,
 		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/grpc",
 			Name: "sluice.grpc.decisions", Description: "Rate-limit decisions on gRPC calls, per policy and outcome.",
 			OutcomeAttr: "sluice.grpc.outcome"},

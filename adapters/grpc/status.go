@@ -39,7 +39,7 @@ func retryDelay(d *ratepolicy.Decision[*Call]) time.Duration {
 		}
 		w := o.Result.RetryAfter
 		if w == sluice.RetryNever {
-			w = o.P.Limit.Period
+			w = o.Limit.Period
 		}
 		wait = max(wait, w)
 	}
@@ -82,9 +82,9 @@ func (s *Server) refusal(d *ratepolicy.Decision[*Call]) error {
 		if !o.Denied || o.Shadow {
 			continue
 		}
-		desc := o.P.Name + " (" + strconv.FormatInt(o.P.Limit.Rate, 10) + " per " + strconv.FormatInt(o.P.Window, 10) + " s)"
+		desc := o.P.Name + " (" + strconv.FormatInt(o.Limit.Rate, 10) + " per " + strconv.FormatInt(ratepolicy.WindowSeconds(o.Limit), 10) + " s)"
 		if o.P.Conc {
-			desc = o.P.Name + " (" + strconv.FormatInt(o.P.Limit.Rate, 10) + " in flight)"
+			desc = o.P.Name + " (" + strconv.FormatInt(o.Limit.Rate, 10) + " in flight)"
 		}
 		parts = append(parts, desc)
 		quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{

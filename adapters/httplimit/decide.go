@@ -39,7 +39,8 @@ type Decision struct {
 type Outcome struct {
 	// Policy is the policy's name.
 	Policy string
-	// Limit is the policy's limit.
+	// Limit is the limit applied: the policy's, or the one an override
+	// gave the identity.
 	Limit sluice.Limit
 	// Result is the Limiter's answer. A denied request is charged
 	// nothing: a policy that admitted it reports the quota it has with
@@ -115,7 +116,7 @@ func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Re
 	m.eng.Settle(r.Context(), c, d.Route)
 	for i := range c.Outcomes {
 		o := &c.Outcomes[i]
-		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.P.Limit, Result: o.Result, Cost: o.Cost,
+		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.Limit, Result: o.Result, Cost: o.Cost,
 			Denied: o.Denied, Shadow: o.Shadow, p: o.P, key: o.Key})
 	}
 	d.leases, d.Degraded = c.Leases, c.Degraded

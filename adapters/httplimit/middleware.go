@@ -88,6 +88,10 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// Clock is the time X-RateLimit-Reset counts from (default time.Now).
 	Clock func() time.Time
+	// Overrides, when set (an *overrides.Store), is asked for each
+	// policy's identity on every request: an override exempts it, blocks
+	// it, or replaces the policy's limit for it (docs/overrides.md).
+	Overrides ratepolicy.Overrides
 }
 
 // Middleware applies a Config to HTTP requests. It is safe for concurrent
@@ -143,7 +147,7 @@ func New(cfg Config) (*Middleware, error) {
 		Pkg: "httplimit", Limiter: cfg.Limiter,
 		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Routes), RoutesField: "Routes",
 		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
-		Shadow: cfg.Shadow, Logger: m.log, RouteAttr: "route",
+		Shadow: cfg.Shadow, Logger: m.log, RouteAttr: "route", Overrides: cfg.Overrides, Clock: m.clock,
 		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/httplimit",
 			Name: "sluice.http.decisions", Description: "Rate-limit decisions on HTTP requests, per policy and outcome.",
 			OutcomeAttr: "sluice.http.outcome"},

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-go/sluice/adapters/ratepolicy"
 )
 
 // The problem types of draft-ietf-httpapi-ratelimit-headers-11.
@@ -52,7 +54,7 @@ func (d *Decision) Problem(r *http.Request) Problem {
 	var names []string
 	for _, o := range d.Outcomes {
 		if o.Denied && !o.Shadow {
-			names = append(names, fmt.Sprintf("%s (%d per %d s)", o.Policy, o.Limit.Rate, o.p.Window))
+			names = append(names, fmt.Sprintf("%s (%d per %d s)", o.Policy, o.Limit.Rate, ratepolicy.WindowSeconds(o.Limit)))
 			if o.p.Conc {
 				names[len(names)-1] = fmt.Sprintf("%s (%d in flight)", o.Policy, o.Limit.Rate)
 			}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/overrides"
 )
 
 // Config configures an Engine: an adapter's policy configuration with its
@@ -42,7 +45,26 @@ type Config[R any] struct {
 	RouteAttr string
 	// Metrics configures the decision counter.
 	Metrics Metrics
+	// Overrides, when set, is asked on every decision, for each policy
+	// whose Key answered, whether the identity has an override under the
+	// policy's name (an *overrides.Store).
+	Overrides Overrides
+	// Clock is what a Block override's wait counts from (default
+	// time.Now); the same clock as the Overrides' own.
+	Clock func() time.Time
 }
+
+// Overrides answers whether identity has an override under policy now.
+// *overrides.Store is one; Lookup must be cheap (it runs on every
+// decision) and never fail: when it cannot tell, it answers false.
+type Overrides interface {
+	Lookup(ctx context.Context, policy, identity string) (overrides.Override, bool)
+}
+
+// MaxBlockWait caps the wait a Block override announces (Retry-After, t):
+// a client blocked with no end, or for longer, is told to come back after
+// an hour.
+const MaxBlockWait = time.Hour
 
 // Metrics names the counter an Engine records each policy's decisions in,
 // with the attribute sluice.policy and OutcomeAttr (allowed, denied,
@@ -71,6 +93,9 @@ type Engine[R any] struct {
 	routeAttr string
 	metrics   *metrics[R]
 	perMsg    bool // some policy is PerMessage
+	ovr       Overrides
+	clock     func() time.Time
+	badOvr    atomic.Int64 // UnixNano of the last unusable override logged
 }
 
 // New validates cfg: every policy, that the policies that can apply to one
@@ -82,8 +107,11 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 	}
 	e := &Engine[R]{
 		pkg: pkg, lim: cfg.Limiter, decide: cfg.Decide, tier: cfg.Tier, deftier: cfg.DefaultTier, shadow: cfg.Shadow,
-		log: cfg.Logger, routeAttr: cfg.RouteAttr,
+		log: cfg.Logger, routeAttr: cfg.RouteAttr, ovr: cfg.Overrides, clock: cfg.Clock,
 		routes: map[string][]*Compiled[R]{}, tiers: map[string][]*Compiled[R]{},
+	}
+	if e.clock == nil {
+		e.clock = time.Now
 	}
 	if e.decide == nil {
 		e.decide = e.lim.DecideInto
@@ -180,14 +208,22 @@ func (e *Engine[R]) Applicable(r R, route []*Compiled[R]) [3][]*Compiled[R] {
 
 // Outcome is one policy's part of a Decision.
 type Outcome[R any] struct {
-	P      *Compiled[R]
-	Key    string // the identity, bounded (BoundKey)
+	P   *Compiled[R]
+	Key string // the identity, bounded (BoundKey)
+	// Limit is the limit applied: the policy's, or what a Limit override
+	// made of it.
+	Limit  sluice.Limit
 	Cost   int64
 	Shadow bool
 	Result sluice.Result
 	// Denied reports that this policy would not admit the request.
 	Denied bool
-	asked  bool
+	// Override is the kind of the identity's override that applied
+	// (overrides.Limit or overrides.Block), 0 when none did. An Exempt
+	// override leaves the policy out of the Decision.
+	Override overrides.Kind
+	asked    bool
+	check    int // the index of its check, -1 when it had none (Block)
 }
 
 // Lease is a concurrency slot a Decision holds for a policy; Release
@@ -269,6 +305,11 @@ const (
 // none when an enforced policy's denial is in the denial cache. d must be
 // Reset. The error is a negative cost or the Limiter's (the checks are
 // invalid, the request's context ended); nothing is then held.
+//
+// With Config.Overrides, each policy's identity is looked up once its key
+// is known: Exempt leaves the policy out (no check, nothing reported),
+// Block denies it without a check (RetryAfter until the override's Until,
+// at most MaxBlockWait), and Limit replaces the limit of its check.
 func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel Select, d *Decision[R]) error {
 	for _, set := range sets {
 		for _, p := range set {
@@ -279,6 +320,25 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 			if !ok {
 				continue
 			}
+			id := BoundKey(k)
+			lim, kind := p.Limit, overrides.Kind(0)
+			if e.ovr != nil {
+				if o, ok := e.ovr.Lookup(ctx, p.Name, id); ok {
+					switch o.Kind {
+					case overrides.Exempt:
+						continue
+					case overrides.Block:
+						d.Outcomes = append(d.Outcomes, e.blocked(p, id, o))
+						continue
+					case overrides.Limit:
+						if l, err := o.Apply(p.Limit); err == nil {
+							lim, kind = l, overrides.Limit
+						} else {
+							e.unusable(err)
+						}
+					}
+				}
+			}
 			cost := int64(1)
 			if p.Cost != nil && !p.Conc {
 				cost = p.Cost(r)
@@ -287,9 +347,9 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 				}
 			}
 			shadow := e.shadow || p.Shadow
-			id := BoundKey(k)
-			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Cost: cost, Shadow: shadow})
-			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: p.Limit, Cost: cost, Shadow: shadow})
+			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Cost: cost, Shadow: shadow,
+				Override: kind, check: len(d.checks)})
+			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: lim, Cost: cost, Shadow: shadow})
 		}
 	}
 	if len(d.checks) == 0 {
@@ -301,13 +361,16 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 	all := true
 	for i := range d.Outcomes {
 		o := &d.Outcomes[i]
-		if o.asked = d.batch.Asked(i); !o.asked {
+		if o.check < 0 {
+			continue // decided without a check
+		}
+		if o.asked = d.batch.Asked(o.check); !o.asked {
 			all = false
 			continue
 		}
-		o.Result = d.batch.Results[i]
+		o.Result = d.batch.Results[o.check]
 		o.Denied = !o.Result.Allowed
-		if l := d.batch.Leases[i]; l.ID != "" {
+		if l := d.batch.Leases[o.check]; l.ID != "" {
 			d.Leases = append(d.Leases, Lease[R]{o.P, l})
 		}
 	}
@@ -316,6 +379,29 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome[R]) bool { return !o.asked })
 	}
 	return nil
+}
+
+// blocked is the outcome of policy p for identity id under a Block
+// override o: denied, nothing left, until o ends (at most MaxBlockWait).
+func (e *Engine[R]) blocked(p *Compiled[R], id string, o overrides.Override) Outcome[R] {
+	wait := MaxBlockWait
+	if !o.Until.IsZero() {
+		wait = min(max(o.Until.Sub(e.clock()), time.Microsecond), MaxBlockWait)
+	}
+	return Outcome[R]{P: p, Key: id, Limit: p.Limit, Shadow: e.shadow || p.Shadow, Denied: true,
+		Override: overrides.Block, asked: true, check: -1,
+		Result: sluice.Result{Limit: p.Limit, RetryAfter: wait, ResetAfter: wait}}
+}
+
+// unusable logs, at most once a minute, a Limit override that makes no
+// valid limit of its policy's (the policy's own limit applies).
+func (e *Engine[R]) unusable(err error) {
+	now := time.Now().UnixNano()
+	last := e.badOvr.Load()
+	if now-last < int64(time.Minute) || !e.badOvr.CompareAndSwap(last, now) {
+		return
+	}
+	e.log.Warn(e.pkg+": override ignored; the policy's own limit applies", "err", err)
 }
 
 // Settle sets Denied, Unavailable, Wait and Degraded, logs shadow denials

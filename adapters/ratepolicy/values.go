@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/overrides"
 )
 
 // resetSeconds is the t parameter of o: on a denial the whole seconds until
@@ -15,11 +16,17 @@ import (
 // admitted report no t (-1): when a slot frees is not known.
 func resetSeconds[R any](o *Outcome[R]) int64 { return ResetSecondsOf(o.P, o.Result, o.Denied) }
 
-// ResetSecondsOf is resetSeconds of policy p's result res.
+// ResetSecondsOf is resetSeconds of policy p's result res. A cost that
+// never fits waits the window of the limit res was decided under
+// (res.Limit: an override's period may differ from the policy's).
 func ResetSecondsOf[R any](p *Compiled[R], res sluice.Result, denied bool) int64 {
 	switch {
 	case denied && res.RetryAfter == sluice.RetryNever:
-		return max(p.Window, 1)
+		w := p.Window
+		if res.Limit.Period > 0 {
+			w = WindowSeconds(res.Limit)
+		}
+		return max(w, 1)
 	case denied:
 		return max(ceilSeconds(res.RetryAfter), 1)
 	case p.Conc:
@@ -29,10 +36,33 @@ func ResetSecondsOf[R any](p *Compiled[R], res sluice.Result, denied bool) int64
 	}
 }
 
-// appendPolicyItem appends p's RateLimit-Policy item and pk (a
-// partitionKey parameter, or "").
-func appendPolicyItem[R any](b []byte, p *Compiled[R], pk string) []byte {
-	return append(append(b, p.item...), pk...)
+// WindowSeconds is the w of limit l in RateLimit-Policy: its period in
+// seconds, rounded up (0 for a concurrency limit).
+func WindowSeconds(l sluice.Limit) int64 {
+	if l.Algorithm == sluice.AlgConcurrency {
+		return 0
+	}
+	return ceilSeconds(l.Period)
+}
+
+// appendPolicyItem appends o's RateLimit-Policy item and pk (a
+// partitionKey parameter, or ""): the policy's prepared item, or, when a
+// Limit override changed its limit, one written for the limit applied.
+func appendPolicyItem[R any](b []byte, o *Outcome[R], pk string) []byte {
+	p := o.P
+	if o.Override != overrides.Limit {
+		return append(append(b, p.item...), pk...)
+	}
+	b = append(b, p.quoted...)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, o.Limit.Rate, 10)
+	if p.Conc {
+		b = append(b, `;qu="concurrent-requests"`...)
+	} else {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, WindowSeconds(o.Limit), 10)
+	}
+	return append(b, pk...)
 }
 
 // appendRateLimitItem appends p's RateLimit item for res:
@@ -56,7 +86,7 @@ func appendPolicy[R any](b []byte, outcomes []Outcome[R], pks []string) []byte {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendPolicyItem(b, outcomes[i].P, pkAt(pks, i))
+		b = appendPolicyItem(b, &outcomes[i], pkAt(pks, i))
 	}
 	return b
 }
@@ -97,7 +127,9 @@ type Draft struct {
 // AppendDraft appends to b the RateLimit-Policy value of outcomes, then
 // their RateLimit value, each item followed by its pk parameter (see
 // partitionKey) when secret is not nil. The RateLimit-Policy value of a
-// lone policy without a pk parameter is its item, and is not appended.
+// lone policy without a pk parameter or a Limit override is its prepared
+// item, and is not appended. An item reports the limit applied
+// (Outcome.Limit).
 //
 // The values are found with Draft.Values in the text of the bytes
 // returned (more may be appended to them before the text is made), so
@@ -112,7 +144,7 @@ func AppendDraft[R any](b []byte, outcomes []Outcome[R], secret []byte) ([]byte,
 		}
 	}
 	d := Draft{start: len(b)}
-	if len(outcomes) == 1 && pks == nil {
+	if len(outcomes) == 1 && pks == nil && outcomes[0].Override != overrides.Limit {
 		d.policy = outcomes[0].P.item
 	} else {
 		b = appendPolicy(b, outcomes, pks)

@@ -91,7 +91,7 @@ func TestRateLimitValues(t *testing.T) {
 			}
 		})
 	}
-	if got := string(appendPolicyItem([]byte("p: "), a, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
+	if got := string(appendPolicyItem([]byte("p: "), &Outcome[string]{P: a}, ";pk=:x:")); got != `p: "per-ip";q=10;w=60;pk=:x:` {
 		t.Errorf("appendPolicyItem = %s", got)
 	}
 }

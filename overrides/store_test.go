@@ -1,0 +1,508 @@
+package overrides
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+)
+
+// testStart is the virtual time every miniredis test starts at.
+var testStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// env is a Store on miniredis with a clock the test moves (the Store's and
+// miniredis'), and the lines the Store logged.
+type env struct {
+	t      testing.TB
+	mr     *miniredis.Miniredis
+	client rueidis.Client
+	store  *Store
+	now    time.Time
+	logs   *logBuffer
+}
+
+// logBuffer collects slog lines as JSON, safely for concurrent writers.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lines returns the logged lines holding every one of subs.
+func (l *logBuffer) lines(subs ...string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		ok := line != ""
+		for _, s := range subs {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func newEnv(t testing.TB, opts Options) *env {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.SetTime(testStart)
+	mr.ClockTTL(true)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()},
+		DisableCache: true, ForceSingleClient: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	e := &env{t: t, mr: mr, client: client, now: testStart, logs: &logBuffer{}}
+	opts.Clock = func() time.Time { return e.now }
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	}
+	if e.store, err = New(client, opts); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// advance moves the clock of the Store and of miniredis.
+func (e *env) advance(d time.Duration) {
+	e.now = e.now.Add(d)
+	e.mr.SetTime(e.now)
+}
+
+func (e *env) set(o Override) {
+	e.t.Helper()
+	if err := e.store.Set(context.Background(), o); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestSetGetListRemove(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	if e.store.ClientCache() {
+		t.Fatal("a client with DisableCache on miniredis: want the local cache")
+	}
+	until := testStart.Add(time.Hour)
+	e.set(Override{Policy: "per-key", Identity: "key:b", Kind: Limit, Rate: 1000, Period: time.Minute, Burst: 50, Until: until, Reason: "customer upgrade"})
+	e.set(Override{Policy: "per-key", Identity: "key:a", Kind: Exempt, Reason: "internal"})
+	e.set(Override{Policy: "per-ip", Identity: "ip:203.0.113.7", Kind: Block, Until: until, Reason: "abuse"})
+
+	got, ok, err := e.store.Get(ctx, "per-key", "key:b")
+	want := Override{Policy: "per-key", Identity: "key:b", Kind: Limit, Rate: 1000, Period: time.Minute, Burst: 50,
+		Until: until, Reason: "customer upgrade", Set: testStart}
+	if err != nil || !ok || !sameOverride(got, want) {
+		t.Fatalf("Get = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	if _, ok, err := e.store.Get(ctx, "per-key", "key:nobody"); ok || err != nil {
+		t.Fatalf("Get of an identity without override = %v, %v", ok, err)
+	}
+
+	list, err := e.store.List(ctx, "per-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := identities(list); ids != "per-key/key:a per-key/key:b" {
+		t.Fatalf("List(per-key) = %s", ids)
+	}
+	all, err := e.store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := identities(all); ids != "per-ip/ip:203.0.113.7 per-key/key:a per-key/key:b" {
+		t.Fatalf("List(\"\") = %s", ids)
+	}
+
+	// Replacing keeps one entry.
+	e.set(Override{Policy: "per-key", Identity: "key:b", Kind: Block, Reason: "chargeback"})
+	if got, _, _ := e.store.Get(ctx, "per-key", "key:b"); got.Kind != Block || got.Reason != "chargeback" || !got.Until.IsZero() {
+		t.Fatalf("after replacing: %+v", got)
+	}
+
+	removed, err := e.store.Remove(ctx, "per-key", "key:b")
+	if err != nil || !removed {
+		t.Fatalf("Remove = %v, %v; want true", removed, err)
+	}
+	if removed, err := e.store.Remove(ctx, "per-key", "key:b"); err != nil || removed {
+		t.Fatalf("second Remove = %v, %v; want false", removed, err)
+	}
+	if _, ok, _ := e.store.Get(ctx, "per-key", "key:b"); ok {
+		t.Fatal("Get after Remove found the override")
+	}
+	// Removing the last override of a policy deletes its hash.
+	if _, err := e.store.Remove(ctx, "per-key", "key:a"); err != nil {
+		t.Fatal(err)
+	}
+	if e.mr.Exists("sluice:overrides:per-key") {
+		t.Fatal("the hash of a policy without overrides is still there")
+	}
+	if all, _ := e.store.List(ctx, ""); identities(all) != "per-ip/ip:203.0.113.7" {
+		t.Fatalf("List(\"\") after removals = %s", identities(all))
+	}
+}
+
+// sameOverride compares overrides, their times with Equal.
+func sameOverride(a, b Override) bool {
+	return a.Policy == b.Policy && a.Identity == b.Identity && a.Kind == b.Kind && a.Rate == b.Rate &&
+		a.Period == b.Period && a.Burst == b.Burst && a.Until.Equal(b.Until) && a.Reason == b.Reason && a.Set.Equal(b.Set)
+}
+
+func identities(os []Override) string {
+	var b []string
+	for _, o := range os {
+		b = append(b, o.Policy+"/"+o.Identity)
+	}
+	return strings.Join(b, " ")
+}
+
+// TestExpiryAtUntil: an override applies at every instant before its
+// Until and at none from it on, in Lookup, Get and List; Set and List then
+// sweep it from Redis, and the hash's own TTL is its latest Until.
+func TestExpiryAtUntil(t *testing.T) {
+	e := newEnv(t, Options{LocalCache: time.Nanosecond}) // every Lookup looks at Redis
+	ctx := context.Background()
+	until := testStart.Add(10 * time.Second)
+	later := testStart.Add(time.Hour)
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block, Until: until})
+	e.set(Override{Policy: "p", Identity: "ip:2", Kind: Block, Until: later})
+	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != time.Hour {
+		t.Fatalf("hash TTL %v, want the latest Until, 1h", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides"); ttl != time.Hour {
+		t.Fatalf("index TTL %v, want 1h", ttl)
+	}
+
+	e.advance(10*time.Second - time.Microsecond)
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok {
+		t.Fatal("Lookup 1µs before Until: no override")
+	}
+	if _, ok, _ := e.store.Get(ctx, "p", "ip:1"); !ok {
+		t.Fatal("Get 1µs before Until: no override")
+	}
+	e.advance(time.Microsecond)
+	if o, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+		t.Fatalf("Lookup at Until: %+v", o)
+	}
+	if _, ok, _ := e.store.Get(ctx, "p", "ip:1"); ok {
+		t.Fatal("Get at Until found the override")
+	}
+	if list, _ := e.store.List(ctx, "p"); identities(list) != "p/ip:2" {
+		t.Fatalf("List at Until = %s", identities(list))
+	}
+	// List swept the expired entry.
+	if keys, _ := e.mr.HKeys("sluice:overrides:p"); strings.Contains(strings.Join(keys, ","), "ip:1") {
+		t.Fatalf("expired entry not swept: fields %q", keys)
+	}
+
+	// A Set sweeps too, and the hash's TTL follows its latest Until.
+	e.set(Override{Policy: "p", Identity: "ip:3", Kind: Exempt, Until: e.now.Add(2 * time.Hour)})
+	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+		t.Fatalf("hash TTL %v, want 2h", ttl)
+	}
+	// The index never shortens.
+	if ttl := e.mr.TTL("sluice:overrides"); ttl != 2*time.Hour {
+		t.Fatalf("index TTL %v, want 2h", ttl)
+	}
+	// One that never expires keeps the hash and the index.
+	e.set(Override{Policy: "p", Identity: "ip:4", Kind: Exempt})
+	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 0 {
+		t.Fatalf("hash TTL %v with an override that never ends, want none", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides"); ttl != 0 {
+		t.Fatalf("index TTL %v, want none", ttl)
+	}
+	if _, err := e.store.Remove(ctx, "p", "ip:4"); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+		t.Fatalf("hash TTL after removing the endless one: %v, want the latest Until", ttl)
+	}
+
+	// When every override has expired, Redis drops the hash itself.
+	e.advance(3 * time.Hour)
+	if e.mr.Exists("sluice:overrides:p") {
+		t.Fatal("the hash outlived its latest Until")
+	}
+}
+
+// TestUntilRoundedUp: Until is kept to the microsecond, rounded up, so an
+// override never ends before the instant it was given.
+func TestUntilRoundedUp(t *testing.T) {
+	e := newEnv(t, Options{LocalCache: time.Nanosecond})
+	until := testStart.Add(time.Second + 1) // 1 ns past a whole µs
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block, Until: until})
+	e.advance(time.Second)
+	if _, ok := e.store.Lookup(context.Background(), "p", "ip:1"); !ok {
+		t.Fatal("ended before its Until")
+	}
+	e.advance(time.Microsecond)
+	if _, ok := e.store.Lookup(context.Background(), "p", "ip:1"); ok {
+		t.Fatal("still applies 1µs (rounded up) after Until")
+	}
+}
+
+func TestBounds(t *testing.T) {
+	e := newEnv(t, Options{MaxPerPolicy: 3})
+	ctx := context.Background()
+	long := strings.Repeat("x", 257)
+	for _, o := range []Override{
+		{Policy: "p", Identity: long, Kind: Exempt},
+		{Policy: "p", Identity: "ip:1", Kind: Exempt, Reason: long},
+	} {
+		if err := e.store.Set(ctx, o); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Set with a 257-byte field: %v, want ErrInvalid", err)
+		}
+	}
+	e.set(Override{Policy: "p", Identity: strings.Repeat("i", 256), Kind: Exempt, Reason: strings.Repeat("r", 256)})
+	e.set(Override{Policy: "p", Identity: "ip:2", Kind: Exempt, Until: testStart.Add(time.Minute)})
+	e.set(Override{Policy: "p", Identity: "ip:3", Kind: Exempt})
+	err := e.store.Set(ctx, Override{Policy: "p", Identity: "ip:4", Kind: Exempt})
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "MaxPerPolicy") {
+		t.Fatalf("Set beyond MaxPerPolicy: %v, want ErrFull naming MaxPerPolicy", err)
+	}
+	if _, ok, _ := e.store.Get(ctx, "p", "ip:4"); ok {
+		t.Fatal("the refused override was stored")
+	}
+	// Replacing one is not one more; another policy has its own bound.
+	e.set(Override{Policy: "p", Identity: "ip:3", Kind: Block})
+	e.set(Override{Policy: "q", Identity: "ip:4", Kind: Block})
+	// An expired one is swept and leaves room.
+	e.advance(time.Minute)
+	e.set(Override{Policy: "p", Identity: "ip:4", Kind: Exempt})
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	commands := e.mr.CommandCount()
+	for _, tc := range []struct {
+		o    Override
+		want string
+	}{
+		{Override{Identity: "ip:1", Kind: Exempt}, "policy name"},
+		{Override{Policy: "p\n", Identity: "ip:1", Kind: Exempt}, "policy name"},
+		{Override{Policy: strings.Repeat("p", 65), Identity: "ip:1", Kind: Exempt}, "policy name"},
+		{Override{Policy: "p", Kind: Exempt}, "identity"},
+		{Override{Policy: "p", Identity: "ip:1"}, "Kind 0"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: 9}, "Kind 9"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Limit}, "Rate 0"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Limit, Rate: 1 << 41}, "Rate"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Limit, Rate: 1, Period: -time.Second}, "Period"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Limit, Rate: 1, Period: time.Nanosecond}, "Period"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Limit, Rate: 1, Burst: -1}, "Burst"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Exempt, Rate: 5}, "takes no Rate"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Block, Until: testStart}, "not after now"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Block, Reason: "a\nb"}, "control characters"},
+		{Override{Policy: "p", Identity: "ip:1", Kind: Block, Reason: "\xff"}, "UTF-8"},
+	} {
+		err := e.store.Set(ctx, tc.o)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Set(%+v) = %v; want ErrInvalid saying %q", tc.o, err, tc.want)
+		}
+	}
+	if _, _, err := e.store.Get(ctx, "", "ip:1"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Get with no policy: %v", err)
+	}
+	if _, err := e.store.Remove(ctx, "p", ""); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Remove with no identity: %v", err)
+	}
+	if n := e.mr.CommandCount() - commands; n != 0 {
+		t.Errorf("refused input sent %d commands to Redis", n)
+	}
+
+	client := e.client
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Prefix: "a b"}, "Prefix"},
+		{Options{Prefix: "{x}"}, "Prefix"},
+		{Options{MaxPerPolicy: -1}, "MaxPerPolicy"},
+		{Options{LocalCache: -1}, "LocalCache"},
+		{Options{Timeout: -1}, "Timeout"},
+		{Options{Cache: 7}, "Cache"},
+	} {
+		if _, err := New(client, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v; want an error naming %s", tc.opts, err, tc.want)
+		}
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	if _, err := ParseKind("blocked"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParseKind(blocked) = %v", err)
+	}
+	for _, k := range []Kind{Limit, Exempt, Block} {
+		if got, err := ParseKind(k.String()); got != k || err != nil {
+			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)
+		}
+	}
+}
+
+// TestLogging: every Set and Remove is logged with policy, identity, kind,
+// until and reason.
+func TestLogging(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	e.set(Override{Policy: "per-ip", Identity: "ip:203.0.113.7", Kind: Block, Until: testStart.Add(time.Hour), Reason: "credential stuffing"})
+	e.set(Override{Policy: "per-key", Identity: "key:0f", Kind: Limit, Rate: 500, Reason: "trial"})
+	if _, err := e.store.Remove(ctx, "per-ip", "ip:203.0.113.7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Remove(ctx, "per-ip", "ip:203.0.113.7"); err != nil { // nothing removed: not logged
+		t.Fatal(err)
+	}
+	for _, want := range [][]string{
+		{`"msg":"overrides: set"`, `"policy":"per-ip"`, `"identity":"ip:203.0.113.7"`, `"kind":"block"`, `"until":"2026-03-01T13:00:00Z"`, `"reason":"credential stuffing"`},
+		{`"msg":"overrides: set"`, `"policy":"per-key"`, `"kind":"limit"`, `"until":"never"`, `"reason":"trial"`, `"rate":500`},
+		{`"msg":"overrides: removed"`, `"policy":"per-ip"`, `"identity":"ip:203.0.113.7"`, `"kind":"block"`, `"until":"2026-03-01T13:00:00Z"`, `"reason":"credential stuffing"`},
+	} {
+		if got := e.logs.lines(want...); len(got) != 1 {
+			t.Errorf("want one line with %q, got %d in:\n%s", want, len(got), e.logs)
+		}
+	}
+	if n := len(e.logs.lines("overrides: removed")); n != 1 {
+		t.Errorf("%d removal lines, want 1 (a Remove that found nothing is not logged)", n)
+	}
+}
+
+// TestLocalCache: without the client's cache, a change reaches Lookup at
+// most LocalCache late, and Lookup asks Redis at most once per LocalCache
+// and policy.
+func TestLocalCache(t *testing.T) {
+	e := newEnv(t, Options{LocalCache: time.Second})
+	ctx := context.Background()
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+		t.Fatal("override before any was set")
+	}
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block})
+	e.advance(time.Second - time.Microsecond)
+	before := e.mr.CommandCount()
+	for range 100 {
+		if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+			t.Fatal("the copy changed before LocalCache had passed")
+		}
+	}
+	if n := e.mr.CommandCount() - before; n != 0 {
+		t.Fatalf("100 lookups within LocalCache sent %d commands", n)
+	}
+	e.advance(time.Microsecond)
+	o, ok := e.store.Lookup(ctx, "p", "ip:1")
+	if !ok || o.Kind != Block {
+		t.Fatalf("LocalCache after the change: %+v, %v", o, ok)
+	}
+	// That refresh asked for the version and read the changed policy:
+	// two commands; the next ones, none, and one version within each
+	// LocalCache after.
+	if n := e.mr.CommandCount() - before; n != 2 {
+		t.Fatalf("the refresh sent %d commands, want 2 (HGET of the version, HGETALL)", n)
+	}
+	before = e.mr.CommandCount()
+	for range 3 {
+		e.advance(time.Second)
+		for range 10 {
+			e.store.Lookup(ctx, "p", "ip:1")
+		}
+	}
+	if n := e.mr.CommandCount() - before; n != 3 {
+		t.Fatalf("3 × LocalCache of unchanged overrides sent %d commands, want 3", n)
+	}
+	// Sync drops the copy: the next Lookup sees a change at once.
+	if _, err := e.store.Remove(ctx, "p", "ip:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Sync(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+		t.Fatal("the removal did not reach Lookup after Sync")
+	}
+}
+
+// TestLookupFailure: when Redis fails, Lookup answers "no override" without
+// failing, logs once, and does not ask again for a second.
+func TestLookupFailure(t *testing.T) {
+	e := newEnv(t, Options{LocalCache: time.Nanosecond, Timeout: time.Minute})
+	ctx := context.Background()
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block})
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok {
+		t.Fatal("no override")
+	}
+	e.mr.Close()
+	e.advance(time.Millisecond)
+	for range 50 {
+		if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+			t.Fatal("an override from a Redis that is gone")
+		}
+	}
+	if n := len(e.logs.lines("overrides: lookup failed")); n != 1 {
+		t.Fatalf("%d failure lines, want 1:\n%s", n, e.logs)
+	}
+	if err := e.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e.mr.SetTime(e.now)
+	// Within the second after the failure: still no asking.
+	e.advance(failBackoff - time.Microsecond)
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+		t.Fatal("asked Redis again within the back-off")
+	}
+	e.advance(time.Microsecond)
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok {
+		t.Fatalf("no override once Redis is back and the back-off has passed:\n%s", e.logs)
+	}
+}
+
+func TestEncodeDecode(t *testing.T) {
+	for _, o := range []Override{
+		{Policy: "p", Identity: "ip:1", Kind: Limit, Rate: 7, Period: 90 * time.Second, Burst: 3, Until: testStart.Add(time.Hour), Reason: "a reason with spaces", Set: testStart},
+		{Policy: "p", Identity: "ip:1", Kind: Exempt, Set: testStart},
+		{Policy: "p", Identity: "ip:1", Kind: Block, Until: testStart.Add(time.Microsecond), Set: testStart},
+	} {
+		got, err := decode(o.Policy, o.Identity, encode(&o))
+		if err != nil || !sameOverride(got, o) {
+			t.Errorf("decode(encode(%+v)) = %+v, %v", o, got, err)
+		}
+	}
+	for _, v := range []string{"", "1", "1 2 L 3 4 5", "1 2 X 3 4 5 r", "1 2  3 4 5 r", "1 2 LL 3 4 5 r", "-1 2 L 3 4 5 r",
+		"1 2 L 99999999999999999999 4 5 r", "1 2 L 3 9223372036854775807 5 r"} {
+		if o, err := decode("p", "i", v); err == nil {
+			t.Errorf("decode(%q) = %+v, want an error", v, o)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add("1767225600000000 1767139200000000 L 1000 60000000 100 reason")
+	f.Add("0 0 E 0 0 0 ")
+	f.Fuzz(func(t *testing.T, v string) {
+		o, err := decode("p", "i", v)
+		if err != nil {
+			return
+		}
+		// What decodes re-encodes to a value that decodes the same.
+		o2, err := decode("p", "i", encode(&o))
+		if err != nil || !sameOverride(o, o2) {
+			t.Fatalf("%q: %+v, re-encoded %+v, %v", v, o, o2, err)
+		}
+	})
+}
