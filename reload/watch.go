@@ -75,21 +75,20 @@ type Watcher struct {
 	met    *metrics
 	hooks  hooks
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when run has returned and the watch is closed
+	closed error         // the watch's Close error, once done
 
-	mu        sync.Mutex // one reload at a time; guards what follows
-	status    Status
-	refused   string // what the last refused version's file held: its Digest, or its read error
-	linkDir   string // the directory the file lies in through a link, watched too ("" when dir)
-	closed    bool
-	real      atomic.Pointer[string]
-	closeOnce sync.Once
+	mu      sync.Mutex // one reload at a time; guards what follows
+	status  Status
+	refused string // what the last refused version's file held: its Digest, or its read error
+	linkDir string // the directory the file lies in through a link, watched too ("" when dir)
+	stopped bool   // the watch is closed: follow adds nothing
+	real    atomic.Pointer[string]
 }
 
 // hooks let the package's tests drive the debounce and see each reload.
 type hooks struct {
 	newTimer func() timer             // nil: a time.Timer
-	inject   <-chan fsnotify.Event    // events handled as the file system's
 	seen     func(ev fsnotify.Event)  // after each event the loop handled
 	reloaded func(s Status, did bool) // after each reload the loop makes: its Status, and whether it loaded anything
 }
@@ -110,12 +109,12 @@ func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
 // or Close is called. It returns an error, and watches nothing, when the
 // first version cannot be read, loaded or applied.
 //
-// load reads the file at the path it is given (a policy file loader such
-// as httplimit.FromFile); apply puts the result in force (Middleware.Update)
-// and returns an error to refuse it. They are called from one goroutine
-// at a time. A version is applied only when the file held the same bytes
-// before and after load read it, so a version caught half written is
-// read again, not applied.
+// load reads the file at the path it is given (path made absolute), as a
+// policy file loader does; apply puts the result in force
+// (Middleware.Update) and returns an error to refuse it. They are called
+// from one goroutine at a time. A version is applied only when the file
+// held the same bytes before and after load read it, so a version caught
+// half written is read again, not applied.
 func Watch[T any](ctx context.Context, path string, load func(path string) (T, error), apply func(T) error, opts Options) (*Watcher, error) {
 	if load == nil || apply == nil {
 		return nil, errors.New("reload: Watch needs a load and an apply func")
@@ -145,7 +144,7 @@ func start(ctx context.Context, path string, load func(string) (func() error, er
 		return nil, fmt.Errorf("reload: %w", err)
 	}
 	w := &Watcher{path: abs, dir: filepath.Dir(abs), opts: opts, log: opts.Logger, hooks: h, done: make(chan struct{})}
-	w.load = func() (func() error, error) { return load(path) }
+	w.load = func() (func() error, error) { return load(abs) }
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -197,26 +196,27 @@ func (w *Watcher) Status() Status {
 	return w.status
 }
 
-// Close stops watching and waits until no reload is running. Reload still
-// works after Close.
+// Close stops watching, as the end of Watch's context does, and waits
+// until the watcher's own reloads have ended. Reload still works after
+// Close.
 func (w *Watcher) Close() error {
-	var err error
-	w.closeOnce.Do(func() {
-		w.cancel()
-		<-w.done
-		w.mu.Lock()
-		w.closed = true
-		w.mu.Unlock()
-		err = w.fsw.Close()
-		w.met.unregister()
-	})
-	return err
+	w.cancel()
+	<-w.done
+	return w.closed
 }
 
 // run handles file system events until ctx ends: the first relevant event
-// of a burst arms the debounce timer, which reloads when it fires.
+// of a burst arms the debounce timer, which reloads when it fires. Then it
+// closes the watch.
 func (w *Watcher) run(ctx context.Context) {
-	defer close(w.done)
+	defer func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		w.closed = w.fsw.Close()
+		w.met.unregister()
+		close(w.done)
+	}()
 	var t timer
 	if w.hooks.newTimer != nil {
 		t = w.hooks.newTimer()
@@ -241,13 +241,6 @@ func (w *Watcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if w.relevant(ev) {
-				arm()
-			}
-			if w.hooks.seen != nil {
-				w.hooks.seen(ev)
-			}
-		case ev := <-w.hooks.inject:
 			if w.relevant(ev) {
 				arm()
 			}
@@ -293,8 +286,8 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 // reload reads the file and, unless it holds the version in force (or,
 // when !force, a version already refused), loads and applies it. It
 // reports whether it loaded anything, and the error that refused it.
-// watched is false for the first load, which starts no other watch, logs
-// and counts nothing (Watch returns its error).
+// watched is false for the first load, which logs and counts nothing in
+// the metrics (Watch returns its error).
 func (w *Watcher) reload(force, watched bool) (did bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -373,7 +366,7 @@ func (w *Watcher) follow(watched bool) {
 	if real != "" && filepath.Dir(real) != w.dir {
 		linkDir = filepath.Dir(real)
 	}
-	if linkDir == w.linkDir || w.closed {
+	if linkDir == w.linkDir || w.stopped {
 		return
 	}
 	if w.linkDir != "" {
