@@ -169,7 +169,8 @@ func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...
 //
 // cfg.Limiter must be the Limiter given to New: its state (the circuit
 // breakers, the denial cache) is not the configuration's and carries
-// over. Once MiddlewareLimiter has been called, a Config with a
+// over. Quotas in Redis belong to their Limit's name, as with httplimit's
+// Update. Once MiddlewareLimiter has been called, a Config with a
 // concurrency policy is refused, as MiddlewareLimiter refuses one.
 func (s *Server) Update(cfg Config) error {
 	v, err := compile(cfg, s.decide)

@@ -144,9 +144,12 @@ func New(cfg Config) (*Middleware, error) {
 //
 // cfg.Limiter must be the Limiter given to New: its state (the circuit
 // breakers, the denial cache) is not the configuration's and carries
-// over. What a changed Limit means for the quota already spent is the
-// algorithm's (docs/limiter.md); a policy renamed (Limit.Name) starts
-// from a fresh quota.
+// over. Quotas in Redis belong to their Limit's name: a limit changed
+// under the same name (Limit.Named) keeps what was spent, as its
+// algorithm reads it; under a new name (the default name holds the
+// numbers) it starts afresh. The denial cache is keyed by name too: an
+// identity it holds under a limit raised under the same name stays
+// denied until that denial's wait has passed.
 func (m *Middleware) Update(cfg Config) error {
 	st, err := compile(cfg)
 	if err != nil {
