@@ -24,14 +24,27 @@ var _ ratelimit.Limiter = middlewareLimiter{}
 // ResourceExhausted string, so clients lose the RetryInfo and QuotaFailure
 // details; use s's own interceptors to keep them. Concurrency policies
 // need a release the ratelimit.Limiter interface cannot make: a Server
-// with one is refused.
+// with one is refused, and once MiddlewareLimiter has returned, so is an
+// Update to a Config with one.
 func (s *Server) MiddlewareLimiter() (ratelimit.Limiter, error) {
-	for _, p := range s.eng.All() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.cur.Load().middlewareReady(); err != nil {
+		return nil, err
+	}
+	s.noConc = true
+	return middlewareLimiter{s}, nil
+}
+
+// middlewareReady reports a concurrency policy in v, which
+// MiddlewareLimiter cannot hold.
+func (v *state) middlewareReady() error {
+	for _, p := range v.eng.All() {
 		if p.Conc {
-			return nil, fmt.Errorf("%w: grpclimit: MiddlewareLimiter cannot hold concurrency policy %q", ErrConfig, p.Name)
+			return fmt.Errorf("%w: grpclimit: MiddlewareLimiter cannot hold concurrency policy %q", ErrConfig, p.Name)
 		}
 	}
-	return middlewareLimiter{s}, nil
+	return nil
 }
 
 // Limit decides the call of ctx.
@@ -40,19 +53,19 @@ func (m middlewareLimiter) Limit(ctx context.Context) error {
 	if !ok {
 		return errors.New("grpclimit: no gRPC method in the context")
 	}
-	s := m.s
-	if s.Exempt(ctx, method) {
+	v := m.s.cur.Load()
+	if v.exempt(ctx, method) {
 		return nil
 	}
-	st := getState(ctx, method, false, nil)
-	defer putState(st)
-	if err := s.decide(st, s.applicable(&st.call), ratepolicy.OpenPolicies); err != nil {
-		if md := s.refusedTrailer(&st.d); md != nil {
+	sc := getScratch(ctx, method, false, nil)
+	defer putScratch(sc)
+	if err := v.decide(sc, v.applicable(&sc.call), ratepolicy.OpenPolicies); err != nil {
+		if md := v.refusedTrailer(&sc.d); md != nil {
 			_ = grpc.SetTrailer(ctx, md)
 		}
 		return err
 	}
-	if md := s.header(&st.d, nil); md != nil {
+	if md := v.header(&sc.d, nil); md != nil {
 		_ = grpc.SetHeader(ctx, md)
 	}
 	return nil

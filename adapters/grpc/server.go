@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
@@ -105,15 +106,37 @@ type Config struct {
 	// policy's identity on every call: an override exempts it, blocks it,
 	// or replaces the policy's limit for it (docs/overrides.md).
 	Overrides ratepolicy.Overrides
+	// Version names this configuration (free text: a file's hash, a
+	// release tag); Server.Version reports the one in force.
+	Version string
 }
 
-// ErrConfig means New was given a Config it cannot use; the wrapping error
-// says which field and why.
+// ErrConfig means New or Update was given a Config it cannot use; the
+// wrapping error says which field and why.
 var ErrConfig = errors.New("grpclimit: invalid config")
 
 // Server rate limits the calls a gRPC server receives. It is safe for
 // concurrent use.
+//
+// Update replaces its Config while it serves: a unary call is decided,
+// answered and has its concurrency slots released under the one Config in
+// force when it arrived; a stream, under the one in force at its open, for
+// its whole life (its PerMessage policies included).
 type Server struct {
+	lim    *sluice.Limiter
+	decide func(context.Context, *sluice.Decision, ...sluice.Check) error // nil: the Limiter's
+	cur    atomic.Pointer[state]
+
+	mu sync.Mutex // serializes Update with MiddlewareLimiter
+	// noConc is set once MiddlewareLimiter has handed s out: a Config
+	// with a concurrency policy is then refused.
+	noConc bool
+}
+
+// state is one validated Config, never changed once built: a call loads
+// it once and uses nothing else.
+type state struct {
+	version   string
 	eng       *ratepolicy.Engine[*Call]
 	methods   map[string][]*ratepolicy.Compiled[*Call] // "/pkg.Svc/Method"
 	services  map[string][]*ratepolicy.Compiled[*Call] // "/pkg.Svc/" (from "/pkg.Svc/*")
@@ -131,9 +154,53 @@ type Server struct {
 func New(cfg Config) (*Server, error) { return newStubbable(cfg, nil) }
 
 // newStubbable is New with decide deciding in place of the Limiter (nil: the
-// Limiter).
+// Limiter), under this Config and every Update's.
 func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...sluice.Check) error) (*Server, error) {
-	bad := func(err error) (*Server, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
+	v, err := compile(cfg, decide)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{lim: cfg.Limiter, decide: decide}
+	s.cur.Store(v)
+	return s, nil
+}
+
+// Update validates cfg as New does and, when it is valid, puts it in
+// force for every call that arrives from then on; calls and streams
+// already being served finish under the Config they started with. When
+// cfg is invalid, Update returns the error (wrapping ErrConfig) and the
+// Config in force stays.
+//
+// cfg.Limiter must be the Limiter given to New: its state (the circuit
+// breakers, the denial cache) is not the configuration's and carries
+// over. Quotas in Redis belong to their Limit's name, as with httplimit's
+// Update. Once MiddlewareLimiter has been called, a Config with a
+// concurrency policy is refused, as MiddlewareLimiter refuses one.
+func (s *Server) Update(cfg Config) error {
+	v, err := compile(cfg, s.decide)
+	if err != nil {
+		return err
+	}
+	if cfg.Limiter != s.lim {
+		return fmt.Errorf("%w: grpclimit: Update's Config.Limiter is not the Limiter the Server was made with; pass that one", ErrConfig)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noConc {
+		if err := v.middlewareReady(); err != nil {
+			return err
+		}
+	}
+	s.cur.Store(v)
+	return nil
+}
+
+// Version returns the Config.Version in force.
+func (s *Server) Version() string { return s.cur.Load().version }
+
+// compile validates cfg and builds its state.
+func compile(cfg Config, decide func(context.Context, *sluice.Decision, ...sluice.Check) error) (*state, error) {
+	bad := func(err error) (*state, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
 	if cfg.Limiter == nil {
 		return bad(errors.New("grpclimit: no Limiter"))
 	}
@@ -151,17 +218,18 @@ func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...
 			return bad(fmt.Errorf(`grpclimit: Methods key %q: want "/pkg.Service/Method" or "/pkg.Service/*"`, m))
 		}
 	}
-	s := &Server{
+	v := &state{
+		version: cfg.Version,
 		methods: map[string][]*ratepolicy.Compiled[*Call]{}, services: map[string][]*ratepolicy.Compiled[*Call]{},
 		exMethods: map[string]bool{}, exSvcs: map[string]bool{}, exFunc: cfg.ExemptFunc,
 		headers: cfg.Headers, secret: cfg.PartitionKeySecret, degraded: cfg.DegradedMetadata,
 		domain: cfg.ErrorDomain, log: cfg.Logger,
 	}
-	if s.domain == "" {
-		s.domain = "sluice"
+	if v.domain == "" {
+		v.domain = "sluice"
 	}
-	if s.log == nil {
-		s.log = slog.Default()
+	if v.log == nil {
+		v.log = slog.Default()
 	}
 	exempt := cfg.Exempt
 	if !cfg.NoDefaultExempt {
@@ -172,16 +240,16 @@ func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...
 			return bad(fmt.Errorf(`grpclimit: Exempt %q: want "/pkg.Service/Method" or "/pkg.Service/*"`, m))
 		}
 		if svc, ok := strings.CutSuffix(m, "*"); ok {
-			s.exSvcs[svc] = true
+			v.exSvcs[svc] = true
 		} else {
-			s.exMethods[m] = true
+			v.exMethods[m] = true
 		}
 	}
 	eng, err := ratepolicy.New(ratepolicy.Config[*Call]{
 		Pkg: "grpclimit", Limiter: cfg.Limiter, Decide: decide,
 		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Methods), RoutesField: "Methods",
 		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
-		Shadow: cfg.Shadow, Logger: s.log, RouteAttr: "method", Overrides: cfg.Overrides,
+		Shadow: cfg.Shadow, Logger: v.log, RouteAttr: "method", Overrides: cfg.Overrides,
 		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/grpc",
 			Name: "sluice.grpc.decisions", Description: "Rate-limit decisions on gRPC calls, per policy and outcome.",
 			OutcomeAttr: "sluice.grpc.outcome"},
@@ -189,15 +257,15 @@ func newStubbable(cfg Config, decide func(context.Context, *sluice.Decision, ...
 	if err != nil {
 		return bad(err)
 	}
-	s.eng = eng
+	v.eng = eng
 	for k, ps := range eng.Routes() {
 		if svc, ok := strings.CutSuffix(k, "*"); ok {
-			s.services[svc] = ps
+			v.services[svc] = ps
 		} else {
-			s.methods[k] = ps
+			v.methods[k] = ps
 		}
 	}
-	return s, nil
+	return v, nil
 }
 
 // validPattern reports "/pkg.Svc/Method" or "/pkg.Svc/*".
@@ -229,69 +297,75 @@ func svcPrefix(method string) string {
 	return method
 }
 
-// Exempt reports whether no policy applies to fullMethod.
+// Exempt reports whether no policy of the Config in force applies to
+// fullMethod.
 func (s *Server) Exempt(ctx context.Context, fullMethod string) bool {
-	return s.exMethods[fullMethod] || s.exSvcs[svcPrefix(fullMethod)] || s.exFunc != nil && s.exFunc(ctx, fullMethod)
+	return s.cur.Load().exempt(ctx, fullMethod)
+}
+
+// exempt reports whether no policy of v applies to fullMethod.
+func (v *state) exempt(ctx context.Context, fullMethod string) bool {
+	return v.exMethods[fullMethod] || v.exSvcs[svcPrefix(fullMethod)] || v.exFunc != nil && v.exFunc(ctx, fullMethod)
 }
 
 // applicable lists the policies of c: common, method's (or service's),
 // tier's.
-func (s *Server) applicable(c *Call) [3][]*ratepolicy.Compiled[*Call] {
+func (v *state) applicable(c *Call) [3][]*ratepolicy.Compiled[*Call] {
 	var mp []*ratepolicy.Compiled[*Call]
-	if len(s.methods) > 0 || len(s.services) > 0 {
-		if ps, ok := s.methods[c.method]; ok {
+	if len(v.methods) > 0 || len(v.services) > 0 {
+		if ps, ok := v.methods[c.method]; ok {
 			mp = ps
 		} else {
-			mp = s.services[svcPrefix(c.method)]
+			mp = v.services[svcPrefix(c.method)]
 		}
 	}
-	return s.eng.Applicable(c, mp)
+	return v.eng.Applicable(c, mp)
 }
 
-// state is one decision's scratch space, recycled: the Call its KeyFuncs
-// see and the Decision with its arrays.
-type state struct {
+// scratch is one decision's scratch space, recycled: the Call its
+// KeyFuncs see and the Decision with its arrays.
+type scratch struct {
 	call Call
 	d    ratepolicy.Decision[*Call]
 }
 
-var states = sync.Pool{New: func() any { return new(state) }}
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
-func getState(ctx context.Context, method string, stream bool, msg any) *state {
-	st := states.Get().(*state)
-	st.call = Call{ctx: ctx, method: method, stream: stream, msg: msg}
-	st.d.Reset()
-	return st
+func getScratch(ctx context.Context, method string, stream bool, msg any) *scratch {
+	sc := scratches.Get().(*scratch)
+	sc.call = Call{ctx: ctx, method: method, stream: stream, msg: msg}
+	sc.d.Reset()
+	return sc
 }
 
-func putState(st *state) {
-	st.call = Call{}
-	states.Put(st)
+func putScratch(sc *scratch) {
+	sc.call = Call{}
+	scratches.Put(sc)
 }
 
-// decide decides st's call under the policies sel selects. It returns the
+// decide decides sc's call under the policies sel selects. It returns the
 // error the call must end with (a refusal, or a failure of the Limiter),
 // or nil when the call proceeds.
-func (s *Server) decide(st *state, sets [3][]*ratepolicy.Compiled[*Call], sel ratepolicy.Select) error {
-	ctx := st.call.ctx
-	if err := s.eng.Decide(ctx, &st.call, sets, sel, &st.d); err != nil {
-		return s.fail(ctx, err)
+func (v *state) decide(sc *scratch, sets [3][]*ratepolicy.Compiled[*Call], sel ratepolicy.Select) error {
+	ctx := sc.call.ctx
+	if err := v.eng.Decide(ctx, &sc.call, sets, sel, &sc.d); err != nil {
+		return v.fail(ctx, err)
 	}
-	s.eng.Settle(ctx, &st.d, st.call.method)
-	if st.d.Denied {
-		return s.refusal(&st.d)
+	v.eng.Settle(ctx, &sc.d, sc.call.method)
+	if sc.d.Denied {
+		return v.refusal(&sc.d)
 	}
 	return nil
 }
 
 // fail answers a call the Limiter returned an error for: the client gets
 // a generic status, never the error's text, which is logged.
-func (s *Server) fail(ctx context.Context, err error) error {
+func (v *state) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		s.log.Debug("grpclimit: call ended before the rate-limit decision", "err", err)
+		v.log.Debug("grpclimit: call ended before the rate-limit decision", "err", err)
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	s.log.Error("grpclimit: rate-limit decision failed", "err", err)
+	v.log.Error("grpclimit: rate-limit decision failed", "err", err)
 	return status.Error(codes.Internal, "rate-limit decision failed")
 }
 
@@ -303,24 +377,25 @@ func (s *Server) fail(ctx context.Context, err error) error {
 // outlives the call's cancellation.
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if s.Exempt(ctx, info.FullMethod) {
+		v := s.cur.Load()
+		if v.exempt(ctx, info.FullMethod) {
 			return handler(ctx, req)
 		}
-		st := getState(ctx, info.FullMethod, false, req)
-		if err := s.decide(st, s.applicable(&st.call), ratepolicy.AllPolicies); err != nil {
-			if md := s.refusedTrailer(&st.d); md != nil {
+		sc := getScratch(ctx, info.FullMethod, false, req)
+		if err := v.decide(sc, v.applicable(&sc.call), ratepolicy.AllPolicies); err != nil {
+			if md := v.refusedTrailer(&sc.d); md != nil {
 				_ = grpc.SetTrailer(ctx, md)
 			}
-			putState(st)
+			putScratch(sc)
 			return nil, err
 		}
-		if md := s.header(&st.d, nil); md != nil {
+		if md := v.header(&sc.d, nil); md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		leases := st.d.Leases
-		putState(st)
+		leases := sc.d.Leases
+		putScratch(sc)
 		if len(leases) > 0 {
-			defer s.eng.Release(ctx, leases)
+			defer v.eng.Release(ctx, leases)
 		}
 		return handler(ctx, req)
 	}
@@ -334,28 +409,29 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		if s.Exempt(ctx, info.FullMethod) {
+		v := s.cur.Load()
+		if v.exempt(ctx, info.FullMethod) {
 			return handler(srv, ss)
 		}
-		st := getState(ctx, info.FullMethod, true, nil)
-		sets := s.applicable(&st.call)
-		if err := s.decide(st, sets, ratepolicy.OpenPolicies); err != nil {
-			if md := s.refusedTrailer(&st.d); md != nil {
+		sc := getScratch(ctx, info.FullMethod, true, nil)
+		sets := v.applicable(&sc.call)
+		if err := v.decide(sc, sets, ratepolicy.OpenPolicies); err != nil {
+			if md := v.refusedTrailer(&sc.d); md != nil {
 				ss.SetTrailer(md)
 			}
-			putState(st)
+			putScratch(sc)
 			return err
 		}
-		if md := s.header(&st.d, nil); md != nil {
+		if md := v.header(&sc.d, nil); md != nil {
 			_ = ss.SetHeader(md)
 		}
-		leases := st.d.Leases
-		putState(st)
+		leases := sc.d.Leases
+		putScratch(sc)
 		if len(leases) > 0 {
-			defer s.eng.Release(ctx, leases)
+			defer v.eng.Release(ctx, leases)
 		}
-		if s.eng.HasPerMessage() && hasPerMessage(sets) {
-			ss = &meteredStream{ServerStream: ss, s: s, method: info.FullMethod, sets: sets}
+		if v.eng.HasPerMessage() && hasPerMessage(sets) {
+			ss = &meteredStream{ServerStream: ss, v: v, method: info.FullMethod, sets: sets}
 		}
 		return handler(srv, ss)
 	}
@@ -373,10 +449,10 @@ func hasPerMessage(sets [3][]*ratepolicy.Compiled[*Call]) bool {
 }
 
 // meteredStream charges the PerMessage policies of a stream on each
-// message received.
+// message received, under the Config in force at the stream's open.
 type meteredStream struct {
 	grpc.ServerStream
-	s      *Server
+	v      *state
 	method string
 	sets   [3][]*ratepolicy.Compiled[*Call]
 }
@@ -387,11 +463,11 @@ func (m *meteredStream) RecvMsg(msg any) error {
 	if err := m.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
-	st := getState(m.ServerStream.Context(), m.method, true, msg)
-	defer putState(st)
-	err := m.s.decide(st, m.sets, ratepolicy.MessagePolicies)
-	if err != nil && st.d.Denied {
-		m.ServerStream.SetTrailer(pushback(&st.d))
+	sc := getScratch(m.ServerStream.Context(), m.method, true, msg)
+	defer putScratch(sc)
+	err := m.v.decide(sc, m.sets, ratepolicy.MessagePolicies)
+	if err != nil && sc.d.Denied {
+		m.ServerStream.SetTrailer(pushback(&sc.d))
 	}
 	return err
 }
@@ -401,11 +477,11 @@ func (m *meteredStream) RecvMsg(msg any) error {
 // A refusal sends no header metadata: a response with headers commits the
 // call, and gRPC's retry policy no longer retries it; without them the
 // refusal is trailers-only and the pushback is honoured.
-func (s *Server) refusedTrailer(d *ratepolicy.Decision[*Call]) metadata.MD {
+func (v *state) refusedTrailer(d *ratepolicy.Decision[*Call]) metadata.MD {
 	if !d.Denied {
 		return nil
 	}
-	return s.header(d, pushback(d))
+	return v.header(d, pushback(d))
 }
 
 // header is the rate-limit metadata of d added to md (nil: a new MD), or
@@ -413,9 +489,9 @@ func (s *Server) refusedTrailer(d *ratepolicy.Decision[*Call]) metadata.MD {
 //
 // It allocates the text of the values once (they are substrings of it),
 // one []string they share, and the map.
-func (s *Server) header(d *ratepolicy.Decision[*Call], md metadata.MD) metadata.MD {
-	draft := s.headers == HeadersDraft && len(d.Outcomes) > 0
-	degraded := s.degraded != "" && d.Degraded
+func (v *state) header(d *ratepolicy.Decision[*Call], md metadata.MD) metadata.MD {
+	draft := v.headers == HeadersDraft && len(d.Outcomes) > 0
+	degraded := v.degraded != "" && d.Degraded
 	if !draft && !degraded {
 		return md
 	}
@@ -432,14 +508,14 @@ func (s *Server) header(d *ratepolicy.Decision[*Call], md metadata.MD) metadata.
 	}
 	if draft {
 		var stack [256]byte
-		b, values := ratepolicy.AppendDraft(stack[:0], d.Outcomes, s.secret)
+		b, values := ratepolicy.AppendDraft(stack[:0], d.Outcomes, v.secret)
 		vals[0], vals[1] = values.Values(string(b))
 		md[MetadataPolicy] = vals[0:1:1]
 		md[MetadataRateLimit] = vals[1:2:2]
 	}
 	if degraded {
 		vals[n-1] = "?1"
-		md[s.degraded] = vals[n-1 : n : n]
+		md[v.degraded] = vals[n-1 : n : n]
 	}
 	return md
 }

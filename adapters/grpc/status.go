@@ -60,11 +60,11 @@ func pushback(d *ratepolicy.Decision[*Call]) metadata.MD {
 // names, comma-separated); Unavailable with RetryInfo and ErrorInfo
 // (RATE_LIMITER_UNAVAILABLE) when only the failure policy of a Limiter
 // failing closed refused. Nothing in it comes from Redis.
-func (s *Server) refusal(d *ratepolicy.Decision[*Call]) error {
+func (v *state) refusal(d *ratepolicy.Decision[*Call]) error {
 	delay := retryDelay(d)
 	secs := strconv.FormatInt(d.Wait, 10)
 	names := d.Violated()
-	info := &errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: s.domain,
+	info := &errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: v.domain,
 		Metadata: map[string]string{"policies": strings.Join(names, ",")}}
 	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}
 	if d.Unavailable {

@@ -250,14 +250,15 @@ func TestWriteHeadersEverySet(t *testing.T) {
 	r, _ := http.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	var d *Decision
+	st := m.cur.Load()
 	for range 3 {
-		if d = m.decide(r, "/", nil); d.err != nil {
+		if d = st.decide(r, "/", nil); d.err != nil {
 			t.Fatal(d.err)
 		}
 	}
 	d.Degraded = true
 	h := http.Header{"Retry-After": {"stale"}}
-	m.writeHeaders(h, d)
+	st.writeHeaders(h, d)
 	pk := func(policy, key string) string {
 		mac := hmac.New(sha256.New, secret)
 		mac.Write([]byte(policy + "\x00" + key))

@@ -13,6 +13,8 @@ import (
 type Decision struct {
 	// Route is the route template the request was matched to.
 	Route string
+	// Version is the Config.Version the request was decided under.
+	Version string
 	// Status is http.StatusOK when the request proceeds,
 	// http.StatusTooManyRequests when a policy denied it, and
 	// http.StatusServiceUnavailable when it was denied only because the
@@ -70,24 +72,24 @@ func (d *Decision) Violated() []string {
 }
 
 // decisions recycles the Decisions of requests that were not denied (see
-// Middleware.serve), with the arrays behind their Outcomes: a denied
+// state.serve), with the arrays behind their Outcomes: a denied
 // request's Decision goes to the DenyHandler, which may keep it, and is
 // never reused.
 var decisions = sync.Pool{New: func() any { return new(Decision) }}
 
 // applicable lists the policies for r in order: common, route, tier.
-func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
+func (st *state) applicable(r *http.Request, route string) [3][]*policy {
 	var rp []*policy
-	if route != "" && len(m.routes) > 0 {
+	if route != "" && len(st.routes) > 0 {
 		var buf [128]byte
 		mr := append(append(append(buf[:0], r.Method...), ' '), route...)
-		if ps, ok := m.routes[string(mr)]; ok { // no copy: the conversion is only the map index
+		if ps, ok := st.routes[string(mr)]; ok { // no copy: the conversion is only the map index
 			rp = ps
-		} else if ps, ok := m.routes[route]; ok {
+		} else if ps, ok := st.routes[route]; ok {
 			rp = ps
 		}
 	}
-	return m.eng.Applicable(r, rp)
+	return st.eng.Applicable(r, rp)
 }
 
 // decide runs every applicable policy: one check per policy, all decided
@@ -98,22 +100,22 @@ func (m *Middleware) applicable(r *http.Request, route string) [3][]*policy {
 //
 // routeOf, when not nil, looks the route up for a request that a policy
 // denied (enforced or shadow), which reports it; route is then "".
-func (m *Middleware) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
+func (st *state) decide(r *http.Request, route string, routeOf func(*http.Request) string) *Decision {
 	d := decisions.Get().(*Decision)
 	// A reused Decision keeps the arrays behind its Outcomes and its
 	// batch; leases are new, as the deferred release of the request that
 	// had them may still be reading them.
 	d.core.Reset()
-	*d = Decision{Route: route, Status: http.StatusOK, Outcomes: d.Outcomes[:0], core: d.core}
+	*d = Decision{Route: route, Version: st.version, Status: http.StatusOK, Outcomes: d.Outcomes[:0], core: d.core}
 	c := &d.core
-	if err := m.eng.Decide(r.Context(), r, m.applicable(r, route), ratepolicy.AllPolicies, c); err != nil {
+	if err := st.eng.Decide(r.Context(), r, st.applicable(r, route), ratepolicy.AllPolicies, c); err != nil {
 		d.err = err
 		return d
 	}
 	if routeOf != nil && c.AnyDenied() {
 		d.Route = routeOf(r)
 	}
-	m.eng.Settle(r.Context(), c, d.Route)
+	st.eng.Settle(r.Context(), c, d.Route)
 	for i := range c.Outcomes {
 		o := &c.Outcomes[i]
 		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.Limit, Result: o.Result, Cost: o.Cost,

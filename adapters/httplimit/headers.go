@@ -30,8 +30,8 @@ const (
 // one-element slice of it with its capacity cut to 1 so that a handler
 // appending to one header (Header().Add) copies instead of overwriting the
 // next.
-func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
-	set := m.headerSet(d)
+func (st *state) writeHeaders(h http.Header, d *Decision) {
+	set := st.headerSet(d)
 	n := set.count()
 	if n == 0 {
 		return
@@ -43,10 +43,10 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 	var retry span
 	if set.draft {
 		// d.core's outcomes are the ones d.Outcomes copies, in order.
-		b, draft = ratepolicy.AppendDraft(b, d.core.Outcomes, m.secret)
+		b, draft = ratepolicy.AppendDraft(b, d.core.Outcomes, st.secret)
 	}
 	if set.legacy {
-		b, legacy = appendLegacy(b, binding(d), m.clock())
+		b, legacy = appendLegacy(b, binding(d), st.clock())
 	}
 	if set.retry {
 		b, retry = appendInt(b, int64(d.RetryAfter/time.Second))
@@ -67,7 +67,7 @@ func (m *Middleware) writeHeaders(h http.Header, d *Decision) {
 		w.set(hdrRetry, retry.of(text))
 	}
 	if set.degraded {
-		w.set(m.degHdr, "?1")
+		w.set(st.degHdr, "?1")
 	}
 }
 
@@ -79,14 +79,14 @@ type headerSet struct {
 	degraded bool // the DegradedHeader
 }
 
-// headerSet is which headers d gets under m's HeaderMode and DegradedHeader.
-func (m *Middleware) headerSet(d *Decision) headerSet {
+// headerSet is which headers d gets under st's HeaderMode and DegradedHeader.
+func (st *state) headerSet(d *Decision) headerSet {
 	some := len(d.Outcomes) > 0
 	return headerSet{
-		draft:    some && (m.headers == HeadersDraft || m.headers == HeadersBoth),
-		legacy:   some && (m.headers == HeadersLegacy || m.headers == HeadersBoth),
+		draft:    some && (st.headers == HeadersDraft || st.headers == HeadersBoth),
+		legacy:   some && (st.headers == HeadersLegacy || st.headers == HeadersBoth),
 		retry:    d.Status != http.StatusOK,
-		degraded: m.degHdr != "" && d.Degraded,
+		degraded: st.degHdr != "" && d.Degraded,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -92,11 +93,27 @@ type Config struct {
 	// policy's identity on every request: an override exempts it, blocks
 	// it, or replaces the policy's limit for it (docs/overrides.md).
 	Overrides ratepolicy.Overrides
+	// Version names this configuration (free text: a file's hash, a
+	// release tag). Decision.Version and Middleware.Version report it, so
+	// a request can be traced to the configuration that decided it.
+	Version string
 }
 
 // Middleware applies a Config to HTTP requests. It is safe for concurrent
 // use. Handler and Wrap serve net/http; the framework adapters call Serve.
+//
+// Update replaces its Config while it serves: each request is decided,
+// answered and has its concurrency slots released under the one Config in
+// force when it arrived.
 type Middleware struct {
+	lim *sluice.Limiter
+	cur atomic.Pointer[state]
+}
+
+// state is one validated Config, never changed once built: a request
+// loads it once and uses nothing else.
+type state struct {
+	version string
 	eng     *ratepolicy.Engine[*http.Request]
 	routes  map[string][]*policy
 	exempt  func(*http.Request, string) bool
@@ -108,13 +125,53 @@ type Middleware struct {
 	clock   func() time.Time
 }
 
-// ErrConfig means New was given a Config it cannot use; the wrapping error
-// says which field and why.
+// ErrConfig means New or Update was given a Config it cannot use; the
+// wrapping error says which field and why.
 var ErrConfig = errors.New("httplimit: invalid config")
 
 // New validates cfg and returns a Middleware.
 func New(cfg Config) (*Middleware, error) {
-	bad := func(err error) (*Middleware, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
+	st, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{lim: cfg.Limiter}
+	m.cur.Store(st)
+	return m, nil
+}
+
+// Update validates cfg as New does and, when it is valid, puts it in
+// force for every request that arrives from then on; requests already
+// being served finish under the Config they started with. When cfg is
+// invalid, Update returns the error (wrapping ErrConfig) and the Config
+// in force stays.
+//
+// cfg.Limiter must be the Limiter given to New: its state (the circuit
+// breakers, the denial cache) is not the configuration's and carries
+// over. Quotas in Redis belong to their Limit's name: a limit changed
+// under the same name (Limit.Named) keeps what was spent, as its
+// algorithm reads it; under a new name (the default name holds the
+// numbers) it starts afresh. The denial cache is keyed by name too: an
+// identity it holds under a limit raised under the same name stays
+// denied until that denial's wait has passed.
+func (m *Middleware) Update(cfg Config) error {
+	st, err := compile(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Limiter != m.lim {
+		return fmt.Errorf("%w: httplimit: Update's Config.Limiter is not the Limiter the Middleware was made with; pass that one", ErrConfig)
+	}
+	m.cur.Store(st)
+	return nil
+}
+
+// Version returns the Config.Version in force.
+func (m *Middleware) Version() string { return m.cur.Load().version }
+
+// compile validates cfg and builds its state.
+func compile(cfg Config) (*state, error) {
+	bad := func(err error) (*state, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
 	if cfg.Limiter == nil {
 		return bad(errors.New("httplimit: no Limiter"))
 	}
@@ -130,24 +187,24 @@ func New(cfg Config) (*Middleware, error) {
 	if _, ok := cfg.Routes[""]; ok {
 		return bad(errors.New(`httplimit: Routes has an empty route template`))
 	}
-	m := &Middleware{
-		exempt: cfg.Exempt, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
+	st := &state{
+		version: cfg.Version, exempt: cfg.Exempt, headers: cfg.Headers, secret: cfg.PartitionKeySecret,
 		degHdr: http.CanonicalHeaderKey(cfg.DegradedHeader), deny: cfg.DenyHandler, log: cfg.Logger, clock: cfg.Clock,
 	}
-	if m.deny == nil {
-		m.deny = func(w http.ResponseWriter, r *http.Request, d *Decision) { WriteProblem(w, d.Problem(r)) }
+	if st.deny == nil {
+		st.deny = func(w http.ResponseWriter, r *http.Request, d *Decision) { WriteProblem(w, d.Problem(r)) }
 	}
-	if m.log == nil {
-		m.log = slog.Default()
+	if st.log == nil {
+		st.log = slog.Default()
 	}
-	if m.clock == nil {
-		m.clock = time.Now
+	if st.clock == nil {
+		st.clock = time.Now
 	}
 	eng, err := ratepolicy.New(ratepolicy.Config[*http.Request]{
 		Pkg: "httplimit", Limiter: cfg.Limiter,
 		Policies: shared(cfg.Policies), Routes: sharedMap(cfg.Routes), RoutesField: "Routes",
 		Tiers: sharedMap(cfg.Tiers), Tier: cfg.Tier, DefaultTier: cfg.DefaultTier,
-		Shadow: cfg.Shadow, Logger: m.log, RouteAttr: "route", Overrides: cfg.Overrides, Clock: m.clock,
+		Shadow: cfg.Shadow, Logger: st.log, RouteAttr: "route", Overrides: cfg.Overrides, Clock: st.clock,
 		Metrics: ratepolicy.Metrics{Provider: cfg.MeterProvider, Scope: "github.com/sluice-go/sluice/adapters/httplimit",
 			Name: "sluice.http.decisions", Description: "Rate-limit decisions on HTTP requests, per policy and outcome.",
 			OutcomeAttr: "sluice.http.outcome"},
@@ -155,8 +212,8 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return bad(err)
 	}
-	m.eng, m.routes = eng, eng.Routes()
-	return m, nil
+	st.eng, st.routes = eng, eng.Routes()
+	return st, nil
 }
 
 // ExemptRoutes returns a Config.Exempt func exempting the given routes,
@@ -216,7 +273,7 @@ func (m *Middleware) Wrap(mux *http.ServeMux) http.Handler {
 // or panics (the panic then continues), with a context that outlives the
 // request's cancellation.
 func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
-	return m.serve(w, r, route, nil, next)
+	return m.cur.Load().serve(w, r, route, nil, next)
 }
 
 // ServeRouteFunc is Serve for adapters that find the route template at a
@@ -227,35 +284,36 @@ func (m *Middleware) Serve(w http.ResponseWriter, r *http.Request, route string,
 // (Decision.Route, the shadow-denial log). Allowed requests then skip the
 // lookup.
 func (m *Middleware) ServeRouteFunc(w http.ResponseWriter, r *http.Request, route func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) (passed bool) {
-	if len(m.routes) > 0 || m.exempt != nil {
-		return m.serve(w, r, route(r), nil, next)
+	st := m.cur.Load()
+	if len(st.routes) > 0 || st.exempt != nil {
+		return st.serve(w, r, route(r), nil, next)
 	}
-	return m.serve(w, r, "", route, next)
+	return st.serve(w, r, "", route, next)
 }
 
-// serve is Serve; routeOf, when not nil, looks the route up only for a
-// decision that reports it (see decide), and route is "".
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string, routeOf func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) bool {
-	if m.exempt != nil && m.exempt(r, route) {
+// serve is Serve under st; routeOf, when not nil, looks the route up only
+// for a decision that reports it (see decide), and route is "".
+func (st *state) serve(w http.ResponseWriter, r *http.Request, route string, routeOf func(*http.Request) string, next func(http.ResponseWriter, *http.Request)) bool {
+	if st.exempt != nil && st.exempt(r, route) {
 		next(w, r)
 		return true
 	}
-	d := m.decide(r, route, routeOf)
+	d := st.decide(r, route, routeOf)
 	if err := d.err; err != nil {
 		decisions.Put(d)
-		m.fail(w, r, err)
+		st.fail(w, r, err)
 		return false
 	}
-	m.writeHeaders(w.Header(), d)
+	st.writeHeaders(w.Header(), d)
 	if d.Status != http.StatusOK {
-		m.deny(w, r, d) // d is the DenyHandler's now: never reused
+		st.deny(w, r, d) // d is the DenyHandler's now: never reused
 		return false
 	}
 	// Nothing reads d from here on: it is reused by a later request.
 	leases := d.leases
 	decisions.Put(d)
 	if len(leases) > 0 {
-		defer m.release(r, leases)
+		defer st.release(r, leases)
 	}
 	next(w, r)
 	return true
@@ -263,17 +321,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, route string,
 
 // fail answers a request the Limiter returned an error for. The client
 // gets a generic problem; the error is logged.
-func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (st *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	if r.Context().Err() != nil {
 		status = http.StatusServiceUnavailable
-		m.log.Debug("httplimit: request ended before the rate-limit decision", "err", err)
+		st.log.Debug("httplimit: request ended before the rate-limit decision", "err", err)
 	} else {
-		m.log.Error("httplimit: rate-limit decision failed", "err", err)
+		st.log.Error("httplimit: rate-limit decision failed", "err", err)
 	}
 	WriteProblem(w, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status})
 }
 
-func (m *Middleware) release(r *http.Request, leases []ratepolicy.Lease[*http.Request]) {
-	m.eng.Release(r.Context(), leases)
+func (st *state) release(r *http.Request, leases []ratepolicy.Lease[*http.Request]) {
+	st.eng.Release(r.Context(), leases)
 }
