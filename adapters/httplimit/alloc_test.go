@@ -230,7 +230,7 @@ func TestDenyHandlerKeepsDecision(t *testing.T) {
 		t.Fatalf("%d denials, want 9 (1 + 8)", len(kept))
 	}
 	d := kept[0]
-	if d.Status != 429 || len(d.Outcomes) != 1 || d.Outcomes[0].key != "ip:192.0.2.1" ||
+	if d.Status != 429 || len(d.Outcomes) != 1 || d.Outcomes[0].Identity != "ip:192.0.2.1" ||
 		!d.Outcomes[0].Denied || d.Outcomes[0].Result.Remaining != 0 || d.RetryAfter != 40*time.Second {
 		t.Errorf("kept decision changed: %+v", d)
 	}

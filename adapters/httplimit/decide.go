@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/ratepolicy"
+	"github.com/sluice-go/sluice/overrides"
 )
 
 // Decision is what the middleware decided for one request.
@@ -55,9 +56,17 @@ type Outcome struct {
 	// Shadow reports that the policy is in shadow mode: a denial was
 	// counted and logged, not enforced.
 	Shadow bool
+	// Identity is the key the policy counted the request by, as the
+	// Limiter saw it ("ip:203.0.113.7", "key:9f86…": an API key is
+	// hashed), and as overrides name it.
+	Identity string
+	// Override is the kind of the identity's override that applied:
+	// overrides.Limit (Limit is the override's) or overrides.Block (denied
+	// without asking Redis); 0 when none did. Middleware.Inspect also
+	// reports overrides.Exempt.
+	Override overrides.Kind
 
-	p   *policy
-	key string
+	p *policy
 }
 
 // Violated returns the names of the enforced policies that denied.
@@ -116,11 +125,7 @@ func (st *state) decide(r *http.Request, route string, routeOf func(*http.Reques
 		d.Route = routeOf(r)
 	}
 	st.eng.Settle(r.Context(), c, d.Route)
-	for i := range c.Outcomes {
-		o := &c.Outcomes[i]
-		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.Limit, Result: o.Result, Cost: o.Cost,
-			Denied: o.Denied, Shadow: o.Shadow, p: o.P, key: o.Key})
-	}
+	d.addOutcomes(c)
 	d.leases, d.Degraded = c.Leases, c.Degraded
 	if c.Denied {
 		d.Status = http.StatusTooManyRequests
@@ -130,6 +135,15 @@ func (st *state) decide(r *http.Request, route string, routeOf func(*http.Reques
 		d.RetryAfter = time.Duration(c.Wait) * time.Second
 	}
 	return d
+}
+
+// addOutcomes adds the outcomes of c to d's.
+func (d *Decision) addOutcomes(c *ratepolicy.Decision[*http.Request]) {
+	for i := range c.Outcomes {
+		o := &c.Outcomes[i]
+		d.Outcomes = append(d.Outcomes, Outcome{Policy: o.P.Name, Limit: o.Limit, Result: o.Result, Cost: o.Cost,
+			Denied: o.Denied, Shadow: o.Shadow, Identity: o.Key, Override: o.Override, p: o.P})
+	}
 }
 
 // resetSeconds is the t parameter of o (ratepolicy.ResetSecondsOf).

@@ -296,6 +296,11 @@ const (
 	OpenPolicies
 	// MessagePolicies charges the PerMessage policies.
 	MessagePolicies
+	// Inspection charges nothing: every policy is asked as a request of
+	// cost 0 would be (its Result tells what it has left), a concurrency
+	// policy is reported without being asked, and an Exempt override is
+	// reported rather than leaving its policy out (Middleware.Inspect).
+	Inspection
 )
 
 // Decide makes one check per applicable policy that sel selects and whose
@@ -326,6 +331,10 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 				if o, ok := e.ovr.Lookup(ctx, p.Name, id); ok {
 					switch o.Kind {
 					case overrides.Exempt:
+						if sel == Inspection {
+							d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: p.Limit, Shadow: e.shadow || p.Shadow,
+								Override: overrides.Exempt, asked: true, check: -1})
+						}
 						continue
 					case overrides.Block:
 						d.Outcomes = append(d.Outcomes, e.blocked(p, id, o))
@@ -347,6 +356,14 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 				}
 			}
 			shadow := e.shadow || p.Shadow
+			if sel == Inspection {
+				cost = 0
+				if p.Conc {
+					d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Shadow: shadow,
+						Override: kind, asked: true, check: -1, Result: sluice.Result{Limit: lim, Allowed: true}})
+					continue
+				}
+			}
 			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Cost: cost, Shadow: shadow,
 				Override: kind, check: len(d.checks)})
 			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: lim, Cost: cost, Shadow: shadow})
