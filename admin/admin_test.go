@@ -104,8 +104,8 @@ func TestUsage(t *testing.T) {
 		{"frobnicate"},
 		{"override"},
 		{"override", "twiddle"},
-		{"override", "set", "-policy", "free", "ip:1.2.3.4"},                          // no -rate, -exempt or -block
-		{"override", "set", "-policy", "free", "-rate", "5", "-block", "ip:1.2.3.4"},  // two kinds
+		{"override", "set", "-policy", "free", "ip:1.2.3.4"},                           // no -rate, -exempt or -block
+		{"override", "set", "-policy", "free", "-rate", "5", "-block", "ip:1.2.3.4"},   // two kinds
 		{"override", "set", "-policy", "free", "-exempt", "-burst", "2", "ip:1.2.3.4"}, // burst without rate
 		{"override", "set", "-policy", "free", "-rate", "5", "-for", "1h", "-until", "2030-01-01", "ip:1.2.3.4"},
 		{"override", "set", "-policy", "free", "-rate", "5", "-until", "tomorrow", "ip:1.2.3.4"},
