@@ -51,13 +51,8 @@ var kindExamples = map[string]string{
 	"first_of": "{first_of: [subject, ip]}",
 }
 
-const (
-	// maxVisits bounds the nodes a file may expand to, aliases followed:
-	// a few aliases of aliases cannot make Parse walk billions of nodes.
-	maxVisits = 1 << 21
-	// maxDepth bounds how deep join and first_of nest.
-	maxDepth = 32
-)
+// maxDepth bounds how deep join and first_of nest.
+const maxDepth = 32
 
 // Load reads and parses the policy file at path.
 func Load(path string) (*Config, error) {
@@ -93,8 +88,9 @@ type decoder struct {
 	file   string
 	c      *Config
 	errs   Errors
-	visits int
-	over   bool                  // maxVisits reached: stop walking
+	visits int                   // nodes visited, aliases followed
+	budget int                   // the most visits allowed (see document)
+	over   bool                  // budget spent: stop walking
 	names  map[string]*yaml.Node // policy names seen, where first
 	tables []tableEntry          // tier table values, checked once the tiers are known
 	refs   []*Identity           // every KindRef, checked once the identities are known
@@ -126,9 +122,9 @@ func (d *decoder) deref(n *yaml.Node) *yaml.Node {
 		n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 	}
 	d.visits++
-	if d.visits > maxVisits && !d.over {
+	if d.visits > d.budget && !d.over {
 		d.over = true
-		d.errorf(n, "", "the file expands to more than %d nodes once its aliases are followed", maxVisits)
+		d.errorf(n, "", "the file expands to more than %d nodes once its aliases are followed", d.budget)
 	}
 	return n
 }
@@ -148,6 +144,10 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		d.errs = append(d.errs, Error{File: d.file, Line: 1, Col: 1, Msg: "empty file: a policy file needs at least one policy"})
 		return nil
 	}
+	// Aliases may repeat what an anchor holds, but a few aliases of
+	// aliases must not make Parse walk billions of nodes: the walk may visit
+	// four times the nodes the file holds.
+	d.budget = 4*countNodes(&doc) + 10_000
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil:
@@ -158,6 +158,17 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	return doc.Content[0]
 }
 
+// countNodes counts the nodes of a tree, aliases not followed.
+func countNodes(n *yaml.Node) int {
+	count, stack := 0, []*yaml.Node{n}
+	for len(stack) > 0 {
+		n, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		count++
+		stack = append(stack, n.Content...)
+	}
+	return count
+}
+
 // syntax reports a YAML syntax error: at the line the parser names, or,
 // for JSON input, at the line and column encoding/json finds.
 func (d *decoder) syntax(data []byte, err error) {
@@ -165,6 +176,12 @@ func (d *decoder) syntax(data []byte, err error) {
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = err.Error()[len(m[0]):]
+		// yaml.v3 numbers the lines of its parser's errors from 0 (those
+		// of its scanner from 1); its parser's problems are these.
+		if strings.HasPrefix(msg, "did not find expected") || strings.HasPrefix(msg, "found duplicate %") ||
+			msg == "found incompatible YAML document" || msg == "found undefined tag handle" {
+			line++
+		}
 	}
 	if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 		var v any
@@ -597,6 +614,10 @@ func (d *decoder) identity(n *yaml.Node, path string, depth int) Identity {
 	for kind, e := range f {
 		id.Kind = IdentityKind(kind)
 		sub := join(path, kind)
+		if ex, ok := kindExamples[kind]; ok && kind != "join" && kind != "first_of" && d.deref(e.val).Kind != yaml.MappingNode {
+			d.errorf(d.deref(e.val), sub, "want a mapping such as %s, got %s", ex, describe(d.deref(e.val)))
+			continue
+		}
 		switch id.Kind {
 		case KindIP:
 			id.IP = d.ipOptions(e.val, sub)
