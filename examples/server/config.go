@@ -38,7 +38,17 @@ type config struct {
 	// quota per request path shared by every client, and one quota for
 	// the whole API (0: off).
 	pathLimit, globalLimit int64
+
+	// configFile is -config: a policy file says the limits instead of the
+	// flags, and is reloaded when it changes (and on SIGHUP).
+	configFile string
+	// limiterFlags reports that -failure, -replicas or -timeout was given:
+	// a policy file's limiter section then conflicts with them.
+	limiterFlags bool
 }
+
+// limitFlags are the flags a policy file (-config) takes the place of.
+var limitFlags = []string{"algorithm", "limit", "window", "headers", "trusted-proxies", "forwarded-header", "api-key-limit", "path-limit", "global-limit"}
 
 var (
 	frameworks = []string{"nethttp", "chi", "gin", "echo"}
@@ -82,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.apiKeyLimit, "api-key-limit", 0, "requests per window for each API key: a request with an "+apiKeyHeader+" header is limited per key (hashed, never stored) at this rate instead of per client IP (also the burst of gcra and token_bucket); 0: off, every request is limited per client IP. The demo does not check keys: a real API verifies them, or a client can send a new key for a new quota")
 	fs.Int64Var(&c.pathLimit, "path-limit", 0, "requests per window for each request path, shared by every client: a second policy beside the per-IP one (one batch decision, one round trip); 0: off")
 	fs.Int64Var(&c.globalLimit, "global-limit", 0, "requests per window for the whole API, shared by every client: another policy beside the others; 0: off")
+	fs.StringVar(&c.configFile, "config", "", "a policy file (docs/policies.md) saying the limits instead of the flags above, e.g. examples/server/policies.yaml; the server reloads it when it changes, and on SIGHUP, and obeys the overrides set with `sluice override`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: server [flags]\n\nA small API rate limited per client IP (or per API key, with -api-key-limit) by sluice.\n\n")
 		fs.PrintDefaults()
@@ -100,6 +111,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if c.configFile != "" {
+		for _, name := range limitFlags {
+			if set(fs, name) {
+				return bad("-%s and -config: the policy file says the limits; drop one of them", name)
+			}
+		}
+	}
+	c.limiterFlags = set(fs, "failure") || set(fs, "replicas") || set(fs, "timeout")
 	if !slices.Contains(frameworks, c.framework) {
 		return bad("-framework %q: want one of %s", c.framework, strings.Join(frameworks, ", "))
 	}

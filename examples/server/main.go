@@ -6,6 +6,7 @@
 //	go run -tags gin ./examples/server -framework gin -algorithm sliding_window -limit 100 -window 1m
 //	go run ./examples/server -trusted-proxies 10.0.0.0/8 # client IP from X-Forwarded-For behind a proxy
 //	go run ./examples/server -api-key-limit 100          # requests with an X-API-Key: 100 per key
+//	go run ./examples/server -config examples/server/policies.yaml # limits from a policy file, reloaded on change
 //
 // The default build compiles net/http only; chi, gin and echo are built in
 // by their build tags (-tags chi,gin,echo for all three).
@@ -75,12 +76,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	counts := newStats()
 	opts := []sluice.Option{sluice.WithMeterProvider(counts.provider)}
+	if cfg.configFile != "" {
+		fileOpts, _, err := limiterOptions(cfg)
+		if err != nil {
+			return fail(err)
+		}
+		if len(fileOpts) > 0 {
+			cfg.failure, cfg.timeout = -1, 0 // the file's limiter section says
+			opts = append(opts, fileOpts...)
+		}
+	}
 	if cfg.timeout > 0 {
 		opts = append(opts, sluice.WithTimeout(cfg.timeout))
 	}
-	if cfg.failure == sluice.FailLocal {
+	switch {
+	case cfg.failure < 0: // set by the policy file
+	case cfg.failure == sluice.FailLocal:
 		opts = append(opts, sluice.WithReplicas(cfg.replicas))
-	} else {
+	default:
 		opts = append(opts, sluice.WithFailurePolicy(cfg.failure))
 	}
 	limiter, err := sluice.New(st.client, opts...)
@@ -88,12 +101,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer limiter.Close()
-	lim, err := cfg.rateLimit()
-	if err != nil {
-		return fail(err)
+	var (
+		handler http.Handler
+		lim     sluice.Limit
+		fl      *fileLimits
+	)
+	if cfg.configFile != "" {
+		if fl, err = startFileLimits(ctx, cfg, limiter, st.client, stderr); err != nil {
+			return fail(err)
+		}
+		defer fl.stop()
+		handler, err = newRouter(cfg.framework, fl.mw)
+	} else {
+		if lim, err = cfg.rateLimit(); err != nil {
+			return fail(err)
+		}
+		handler, err = newHandler(cfg, limiter, lim)
 	}
-
-	handler, err := newHandler(cfg, limiter, lim)
 	if err != nil {
 		return fail(err)
 	}
@@ -104,7 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
-	fmt.Fprintf(stdout, "sluice demo on %s: %s, %s per client IP\n", cfg.framework, cfg.algorithm, describe(lim))
+	if fl != nil {
+		fmt.Fprintf(stdout, "sluice demo on %s: limits from %s (version %s), reloaded when it changes or on SIGHUP; overrides from `sluice override`\n",
+			cfg.framework, cfg.configFile, fl.mw.Version())
+	} else {
+		fmt.Fprintf(stdout, "sluice demo on %s: %s, %s per client IP\n", cfg.framework, cfg.algorithm, describe(lim))
+	}
 	if cfg.apiKeyLimit > 0 {
 		keyLim, _ := cfg.keyLimit() // checked by parseFlags
 		fmt.Fprintf(stdout, "requests with an %s header: %s per API key\n", apiKeyHeader, describe(keyLim))
