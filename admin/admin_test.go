@@ -149,9 +149,9 @@ type replica struct {
 	h http.Handler
 }
 
-func newReplica(t *testing.T, addr string, clock *fakeClock) *replica {
+func newReplica(t *testing.T, addrs []string, clock *fakeClock) *replica {
 	t.Helper()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,14 +218,25 @@ func inspectRemaining(t *testing.T, redisURL string, attrs ...string) map[string
 	return m
 }
 
-// TestOverrideObeyedByReplicas sets, reads and removes an override with
-// the command, and checks that three replicas obey it on their next
-// request and that inspect shows what their responses say.
+// TestOverrideObeyedByReplicas sets, reads and removes overrides with
+// the command, and checks that three replicas obey them on their next
+// request, on a redis-server and on a 3-master cluster, and that inspect
+// shows what their responses say.
 func TestOverrideObeyedByReplicas(t *testing.T) {
-	srv := redisserver.Start(t)
-	url := "redis://" + srv.Addr
+	t.Run("standalone", func(t *testing.T) {
+		srv := redisserver.Start(t)
+		testOverrides(t, []string{srv.Addr}, "redis://"+srv.Addr)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redisserver.StartCluster(t, 3)
+		addrs := c.Addrs()
+		testOverrides(t, addrs, "redis://"+addrs[0]+"?addr="+addrs[1]+"&addr="+addrs[2])
+	})
+}
+
+func testOverrides(t *testing.T, addrs []string, url string) {
 	clock := &fakeClock{now: time.Now()}
-	replicas := []*replica{newReplica(t, srv.Addr, clock), newReplica(t, srv.Addr, clock), newReplica(t, srv.Addr, clock)}
+	replicas := []*replica{newReplica(t, addrs, clock), newReplica(t, addrs, clock), newReplica(t, addrs, clock)}
 	const ip, key = "203.0.113.7", "k-free"
 
 	// Three requests spread over the replicas: the free plan's 5 per hour.
@@ -295,12 +306,31 @@ func TestOverrideObeyedByReplicas(t *testing.T) {
 	// The state in Redis is gone: a replica that has not cached the
 	// denials of that key (the replicas above did, for up to their
 	// RetryAfter; see the reset command's help) admits it again.
-	fresh := newReplica(t, srv.Addr, clock)
+	fresh := newReplica(t, addrs, clock)
 	if code, rem := fresh.get(ip, key, "free"); code != http.StatusOK || rem != 4 {
 		t.Fatalf("after reset: %d, %d left, want 200 and 4", code, rem)
 	}
 	if code, _, errOut = run(t, "override", "get", "-redis", url, "-policy", "free", "key:0123"); code != ExitFailed || !strings.Contains(errOut, "no override") {
 		t.Fatalf("override get of nothing = %d %q", code, errOut)
+	}
+
+	// An override for a while ends on time: exempt from per-client for
+	// an hour, then the address's own 100 per hour again.
+	const heavy = "192.0.2.200"
+	if code, _, errOut = run(t, "override", "set", "-redis", url, "-policy", "per-client", "-exempt", "-for", "1h", "ip:"+heavy); code != ExitOK {
+		t.Fatalf("override set -exempt = %d %s", code, errOut)
+	}
+	clock.Add(time.Second)
+	for i := range 3 {
+		if code, rem := replicas[i].get(heavy, "k-heavy-"+strconv.Itoa(i), "per-client"); code != http.StatusOK || rem != -1 {
+			t.Fatalf("exempt address on replica %d: %d, per-client reported with %d left; want 200 and no per-client item", i, code, rem)
+		}
+	}
+	clock.Add(time.Hour)
+	for i := range 3 {
+		if code, rem := replicas[i].get(heavy, "k-heavy-"+strconv.Itoa(i), "per-client"); code != http.StatusOK || rem != int64(99-i) {
+			t.Fatalf("an hour later, replica %d: %d, per-client has %d left; want 200 and %d (the exemption is over)", i, code, rem, 99-i)
+		}
 	}
 }
 
