@@ -5,6 +5,7 @@
 //	go run ./examples/grpc -limit 3 -window 30s     # Hello: 3 calls per 30 s per client
 //	go run ./examples/grpc -serve                   # only the server, on 127.0.0.1:50051; prints grpcurl lines
 //	go run ./examples/grpc -redis 127.0.0.1:6380    # a real Redis (several addresses, comma-separated: a cluster)
+//	go run ./examples/grpc -config examples/grpc/policies.yaml # the limits from a policy file, reloaded on change
 //
 // The service, sluice.example.Greeter, is defined by hand on
 // google.protobuf.StringValue (no generated code) and has three methods,
@@ -69,6 +70,9 @@ type config struct {
 	serve  bool
 	limit  int64
 	window time.Duration
+	// configFile is -config: a policy file says the limits instead of
+	// -limit and -window, and is reloaded when it changes.
+	configFile string
 }
 
 // parseFlags reads the command line; a bad one is reported on stderr.
@@ -82,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.serve, "serve", false, "only serve, until interrupted (no client)")
 	fs.Int64Var(&c.limit, "limit", 5, "Hello calls per -window per client")
 	fs.DurationVar(&c.window, "window", time.Minute, "the window of -limit")
+	fs.StringVar(&c.configFile, "config", "", "a policy file saying the limits instead of -limit and -window (examples/grpc/policies.yaml: the built-in ones); reloaded when it changes, and on SIGHUP; overrides from `sluice override` apply")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -110,6 +115,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			}
 			c.redis = append(c.redis, a)
 		}
+	}
+	if c.configFile != "" {
+		if set(fs, "limit") || set(fs, "window") {
+			return bad("-limit, -window and -config: the policy file says the limits; drop one of them")
+		}
+		hello, err := helloPolicy(c.configFile)
+		if err != nil {
+			return bad("%v", err)
+		}
+		// The client's script expects Hello's quota.
+		c.limit, c.window = hello.Rate, hello.Period
 	}
 	if c.limit < 1 {
 		return bad("-limit %d: want at least 1", c.limit)
@@ -155,7 +171,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer limiter.Close()
-	srv, err := newServer(cfg, limiter)
+	var srv *grpc.Server
+	if cfg.configFile != "" {
+		var stop func()
+		srv, stop, err = newFileServer(ctx, cfg, limiter, client, stderr)
+		if stop != nil {
+			defer stop()
+		}
+	} else {
+		srv, err = newServer(cfg, limiter)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -169,9 +194,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	addr := ln.Addr().String()
 	fmt.Fprintf(stdout, "%s on %s, state in %s\n", serviceName, addr, desc)
-	fmt.Fprintf(stdout, "  Hello      %q: %d calls per %v per %s, else per client IP\n", "per-client", cfg.limit, cfg.window, apiKeyHeader)
-	fmt.Fprintf(stdout, "  Expensive  %q: 1 call per 2s, shared by every client\n", "per-method")
-	fmt.Fprintf(stdout, "  Chat       %q: 1 open stream per %s, else per client IP\n", "in-flight", apiKeyHeader)
+	if cfg.configFile != "" {
+		fmt.Fprintf(stdout, "limits from %s, reloaded when it changes:\n", cfg.configFile)
+		printFileLimits(stdout, cfg.configFile)
+	} else {
+		fmt.Fprintf(stdout, "  Hello      %q: %d calls per %v per %s, else per client IP\n", "per-client", cfg.limit, cfg.window, apiKeyHeader)
+		fmt.Fprintf(stdout, "  Expensive  %q: 1 call per 2s, shared by every client\n", "per-method")
+		fmt.Fprintf(stdout, "  Chat       %q: 1 open stream per %s, else per client IP\n", "in-flight", apiKeyHeader)
+	}
 	if cfg.serve {
 		fmt.Fprintf(stdout, "try: grpcurl -plaintext -d '\"you\"' %s %s/Hello\n", addr, serviceName)
 		fmt.Fprintf(stdout, "try: grpcurl -plaintext -v -H '%s: demo' -d '\"you\"' %s %s/Hello\n", apiKeyHeader, addr, serviceName)
@@ -206,6 +236,11 @@ func newServer(cfg config, limiter *sluice.Limiter) (*grpc.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return grpcServer(limits), nil
+}
+
+// grpcServer is the gRPC server of the service behind limits.
+func grpcServer(limits *grpclimit.Server) *grpc.Server {
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(limits.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(limits.StreamServerInterceptor()),
@@ -213,7 +248,7 @@ func newServer(cfg config, limiter *sluice.Limiter) (*grpc.Server, error) {
 	srv.RegisterService(&greeterDesc, greeter{})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	reflection.Register(srv)
-	return srv, nil
+	return srv
 }
 
 // openRedis connects to the Redis at addrs, or starts an embedded
