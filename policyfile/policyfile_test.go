@@ -216,7 +216,7 @@ func TestCostFromRequest(t *testing.T) {
 }
 
 func TestMerges(t *testing.T) {
-	c, err := policyfile.Parse("m.yaml", []byte(`
+	_, err := policyfile.Parse("m.yaml", []byte(`
 x-limits:
 policies:
   - name: a
@@ -229,7 +229,7 @@ policies:
 	if err == nil || !strings.Contains(err.Error(), `unknown field "x-limits"`) {
 		t.Fatalf("want the unknown field reported, got %v", err)
 	}
-	c, err = policyfile.Parse("m.yaml", []byte(`
+	c, err := policyfile.Parse("m.yaml", []byte(`
 policies:
   - name: a
     limit: &std {algorithm: gcra, rate: 10, period: 1m, burst: 5}
