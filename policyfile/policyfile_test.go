@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 	"github.com/sluice-go/sluice/policyfile"
 )
 
@@ -67,6 +68,11 @@ func TestExamplesParseAndRoundTrip(t *testing.T) {
 				t.Errorf("Version %q, File %q", c.Version, c.File)
 			}
 			roundTrip(t, c)
+			if c.Methods == nil { // the gRPC one is converted by adapters/grpc's tests
+				if _, err := httplimit.FromFile(c, nil); err != nil {
+					t.Errorf("httplimit.FromFile: %v", err)
+				}
+			}
 		})
 	}
 }

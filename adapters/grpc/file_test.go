@@ -354,7 +354,8 @@ func TestFromFileRoundTrip(t *testing.T) {
 }
 
 // TestDocsGRPCFiles turns the gRPC policy files of docs/policies.md (the
-// blocks opened by "```yaml policyfile grpc") into a grpclimit.Config.
+// blocks opened by "```yaml policyfile grpc") and policyfile's gRPC
+// example into a grpclimit.Config.
 func TestDocsGRPCFiles(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "policies.md"))
 	if err != nil {
@@ -382,6 +383,13 @@ func TestDocsGRPCFiles(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("docs/policies.md has no gRPC policy file")
+	}
+	c, err := policyfile.Load(filepath.Join("..", "..", "policyfile", "testdata", "grpc.yaml"))
+	if err == nil {
+		_, err = FromFile(c, nil)
+	}
+	if err != nil {
+		t.Errorf("the gRPC example file: %v", err)
 	}
 }
 
