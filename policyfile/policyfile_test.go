@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/adapters/httplimit"
 	"github.com/sluice-go/sluice/policyfile"
 )
 
@@ -67,6 +68,11 @@ func TestExamplesParseAndRoundTrip(t *testing.T) {
 				t.Errorf("Version %q, File %q", c.Version, c.File)
 			}
 			roundTrip(t, c)
+			if c.Methods == nil { // the gRPC one is converted by adapters/grpc's tests
+				if _, err := httplimit.FromFile(c, nil); err != nil {
+					t.Errorf("httplimit.FromFile: %v", err)
+				}
+			}
 		})
 	}
 }
@@ -216,7 +222,7 @@ func TestCostFromRequest(t *testing.T) {
 }
 
 func TestMerges(t *testing.T) {
-	c, err := policyfile.Parse("m.yaml", []byte(`
+	_, err := policyfile.Parse("m.yaml", []byte(`
 x-limits:
 policies:
   - name: a
@@ -229,7 +235,7 @@ policies:
 	if err == nil || !strings.Contains(err.Error(), `unknown field "x-limits"`) {
 		t.Fatalf("want the unknown field reported, got %v", err)
 	}
-	c, err = policyfile.Parse("m.yaml", []byte(`
+	c, err := policyfile.Parse("m.yaml", []byte(`
 policies:
   - name: a
     limit: &std {algorithm: gcra, rate: 10, period: 1m, burst: 5}

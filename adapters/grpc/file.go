@@ -42,9 +42,10 @@ func FromFile(c *policyfile.Config, lim *sluice.Limiter) (Config, error) {
 			k, err := IP(o)
 			return k, err
 		},
-		APIKey:   func(key string) func(*Call) (string, bool) { return APIKey(key) },
-		Metadata: func(key string) func(*Call) (string, bool) { return Metadata(key) },
-		Route:    func(string) func(*Call) (string, bool) { return Method() },
+		APIKey:      func(key string) func(*Call) (string, bool) { return APIKey(key) },
+		Metadata:    func(key string) func(*Call) (string, bool) { return Metadata(key) },
+		Route:       func(string) func(*Call) (string, bool) { return Method() },
+		RouteIsCall: true,
 		MetadataValue: func(key string) func(*Call) (string, bool) {
 			key = strings.ToLower(key)
 			return func(c *Call) (string, bool) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -330,4 +332,90 @@ tiers:
 	if got := e.mr.Keys(); !slices.Equal(got, want) {
 		t.Errorf("keys = %q, want %q", got, want)
 	}
+}
+
+// TestFromFileRoundTrip: each file of the table, written out by Marshal
+// and read again, is the file read.
+func TestFromFileRoundTrip(t *testing.T) {
+	for _, tc := range grpcFileCases {
+		c, err := policyfile.Parse("a.yaml", []byte(tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := policyfile.Marshal(c)
+		if err != nil {
+			t.Fatalf("%s: Marshal: %v", tc.name, err)
+		}
+		back, err := policyfile.Parse("b.yaml", out)
+		if err != nil || !policyfile.Equal(c, back) {
+			t.Errorf("%s: Parse(Marshal(c)) = %v, or differs from c:\n%s", tc.name, err, out)
+		}
+	}
+}
+
+// TestDocsGRPCFiles turns the gRPC policy files of docs/policies.md (the
+// blocks opened by "```yaml policyfile grpc") and policyfile's gRPC
+// example into a grpclimit.Config.
+func TestDocsGRPCFiles(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "policies.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	found := 0
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```yaml policyfile grpc" {
+			continue
+		}
+		// blank lines keep the block on its lines of the Markdown file
+		text := strings.Repeat("\n", i+1)
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			text += lines[i] + "\n"
+		}
+		found++
+		c, err := policyfile.Parse("docs/policies.md", []byte(text))
+		if err == nil {
+			_, err = FromFile(c, nil)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if found == 0 {
+		t.Error("docs/policies.md has no gRPC policy file")
+	}
+	c, err := policyfile.Load(filepath.Join("..", "..", "policyfile", "testdata", "grpc.yaml"))
+	if err == nil {
+		_, err = FromFile(c, nil)
+	}
+	if err != nil {
+		t.Errorf("the gRPC example file: %v", err)
+	}
+}
+
+// A policy file turned into the Config of a Server.
+func ExampleFromFile() {
+	pf, err := policyfile.Parse("policies.yaml", []byte(`
+error_domain: example.com
+policies:
+  - name: per-tenant
+    limit: {algorithm: gcra, rate: 50, period: 1s, burst: 100}
+    key: {metadata: {name: x-tenant}}
+methods:
+  /example.v1.Search/*:
+    - name: search
+      limit: {algorithm: sliding_window, rate: 1000, period: 1m}
+      key: route
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg, err := FromFile(pf, nil) // programs pass their Limiter
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.ErrorDomain, cfg.Policies[0].Name, cfg.Policies[0].Limit.Name, len(cfg.Methods["/example.v1.Search/*"]))
+	// Output: example.com per-tenant per-tenant 1
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/policyfile"
 )
@@ -555,4 +558,177 @@ tiers:
 	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
 		t.Errorf("FromFile errors:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))
 	}
+}
+
+// TestFromFileRoundTrip: each file of the table, written out by Marshal
+// and read again, is the file read (and so converts the same).
+func TestFromFileRoundTrip(t *testing.T) {
+	for _, tc := range fileCases {
+		c, err := policyfile.Parse("a.yaml", []byte(tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := policyfile.Marshal(c)
+		if err != nil {
+			t.Fatalf("%s: Marshal: %v", tc.name, err)
+		}
+		back, err := policyfile.Parse("b.yaml", out)
+		if err != nil || !policyfile.Equal(c, back) {
+			t.Errorf("%s: Parse(Marshal(c)) = %v, or differs from c:\n%s", tc.name, err, out)
+		}
+	}
+}
+
+// tenantFile is a policy file whose tiers come from a table of n tenants.
+func tenantFile(n int) []byte {
+	var b strings.Builder
+	b.WriteString("tiers:\n  header: X-Tenant\n  default: free\n  table:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    tenant-%05d: %s\n", i, []string{"gold", "silver"}[i%2])
+	}
+	b.WriteString(`  policies:
+    free: [{name: free, limit: {algorithm: gcra, rate: 10, period: 1m}, key: {header: {name: X-Tenant}}}]
+    silver: [{name: silver, limit: {algorithm: gcra, rate: 100, period: 1m}, key: {header: {name: X-Tenant}}}]
+    gold: [{name: gold, limit: {algorithm: gcra, rate: 1000, period: 1m}, key: {header: {name: X-Tenant}}}]
+`)
+	return []byte(b.String())
+}
+
+// BenchmarkTierTable parses a file of 10,000 tenants and turns it into a
+// Config.
+func BenchmarkTierTable(b *testing.B) {
+	data := tenantFile(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := policyfile.Parse("tenants.yaml", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := FromFile(c, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTierLookup is a request's tier lookup with 10 and with 10,000
+// entries: the same time, a map lookup.
+func BenchmarkTierLookup(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			c, err := policyfile.Parse("tenants.yaml", tenantFile(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg, err := FromFile(c, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("X-Tenant", fmt.Sprintf("tenant-%05d", n-1))
+			if cfg.Tier(r) != []string{"gold", "silver"}[(n-1)%2] {
+				b.Fatalf("tier of the last tenant = %q", cfg.Tier(r))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				cfg.Tier(r)
+			}
+		})
+	}
+}
+
+// A policy file turned into the Config of a Middleware.
+func ExampleFromFile() {
+	limiter, clock, done := exampleFileLimiter()
+	defer done()
+
+	pf, err := policyfile.Parse("policies.yaml", []byte(`
+policies:
+  - name: per-ip
+    limit: {algorithm: fixed_window, rate: 2, period: 1m}
+    key: ip
+routes:
+  POST /reports:
+    - name: reports
+      limit: {algorithm: fixed_window, rate: 1, period: 1m}
+      key: {header: {name: X-Tenant}}
+`))
+	if err != nil {
+		fmt.Println(err) // every problem, file:line:col each
+		return
+	}
+	cfg, err := FromFile(pf, limiter)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg.Clock = clock // what a file does not say is set in Go
+	mw, err := New(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /reports", func(w http.ResponseWriter, r *http.Request) {})
+	h := mw.Wrap(mux)
+	for range 2 {
+		r := httptest.NewRequest("POST", "/reports", nil)
+		r.Header.Set("X-Tenant", "acme")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "per-ip";r=1;t=40, "reports";r=0;t=40
+	// 429 "per-ip";r=1;t=40, "reports";r=0;t=40
+}
+
+// Header keys requests by a header's value.
+func ExampleHeader() {
+	key := Header("X-Tenant")
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Tenant", "acme")
+	fmt.Println(key(r))
+	r.Header.Del("X-Tenant")
+	fmt.Println(key(r))
+	// Output:
+	// hdr:x-tenant:acme true
+	//  false
+}
+
+// exampleFileLimiter is a Limiter on miniredis with a pinned clock.
+func exampleFileLimiter() (*sluice.Limiter, func() time.Time, func()) {
+	m, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	m.SetTime(now)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		panic(err)
+	}
+	clock := func() time.Time { return now }
+	lim, err := sluice.New(client, sluice.WithClock(clock), sluice.WithTimeout(time.Minute), sluice.WithLogger(nil))
+	if err != nil {
+		panic(err)
+	}
+	return lim, clock, func() { lim.Close(); client.Close(); m.Close() }
+}
+
+// An authentication middleware stores the claims it verified; a policy
+// file's tiers can choose by one (tiers: {claim: plan}).
+func ExampleWithClaims() {
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// after verifying the request's token:
+			ctx := WithSubject(r.Context(), "alice")
+			next.ServeHTTP(w, r.WithContext(WithClaims(ctx, map[string]string{"plan": "pro"})))
+		})
+	}
+	h := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plan, ok := ClaimFrom(r.Context(), "plan")
+		fmt.Println(plan, ok)
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	// Output: pro true
 }

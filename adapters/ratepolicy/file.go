@@ -38,6 +38,9 @@ type FileAdapter[R any] struct {
 	// under (route, "" for a policy under none). It returns nil where the
 	// adapter cannot tell (an HTTP KeyFunc sees no route).
 	Route func(route string) func(R) (string, bool)
+	// RouteIsCall reports that Route reads the route from the request
+	// (the gRPC method), whatever entry a policy is under.
+	RouteIsCall bool
 	// HeaderValue reads a header of a request, for tiers and costs (HTTP).
 	HeaderValue func(name string) func(R) (string, bool)
 	// MetadataValue reads a metadata value of a call, for tiers and costs
@@ -65,7 +68,7 @@ func FromFile[R any](c *policyfile.Config, a FileAdapter[R]) (FileConfig[R], err
 	b := &fileBuilder[R]{c: c, a: a, named: map[namedKey]func(R) (string, bool){}}
 	var out FileConfig[R]
 	for _, f := range a.Without {
-		if _, ok := c.Pos[f]; ok {
+		if set(c, f) {
 			b.errorf(c.Where(f), "%s: not for %s", f, a.Name)
 		}
 	}
@@ -105,6 +108,23 @@ func FromFile[R any](c *policyfile.Config, a FileAdapter[R]) (FileConfig[R], err
 		out.Tier, out.DefaultTier = b.tier(t), t.Default
 	}
 	return out, b.errs.Err()
+}
+
+// set reports whether c sets the top-level field f of the file, one an
+// adapter may be Without.
+func set(c *policyfile.Config, f string) bool {
+	switch f {
+	case "routes":
+		return c.Routes != nil
+	case "methods":
+		return c.Methods != nil
+	case "error_domain":
+		return c.ErrorDomain != ""
+	case "no_default_exempt":
+		return c.NoDefaultExempt
+	}
+	_, ok := c.Pos[f]
+	return ok
 }
 
 type namedKey struct{ name, route string }
@@ -152,10 +172,6 @@ func (b *fileBuilder[R]) identity(id *policyfile.Identity, route string) func(R)
 	}
 	switch id.Kind {
 	case policyfile.KindRef:
-		nk := namedKey{id.Ref, route}
-		if f, ok := b.named[nk]; ok {
-			return f
-		}
 		named, ok := b.c.Identities[id.Ref]
 		if !ok {
 			b.errorf(id.Pos, "unknown identity %q", id.Ref)
@@ -164,6 +180,13 @@ func (b *fileBuilder[R]) identity(id *policyfile.Identity, route string) func(R)
 		if slices.Contains(b.active, id.Ref) {
 			b.errorf(id.Pos, "identity %q refers to itself", id.Ref)
 			return none
+		}
+		nk := namedKey{id.Ref, ""}
+		if b.byRoute(&named) {
+			nk.route = route // keyed by the route: one per routes entry
+		}
+		if f, ok := b.named[nk]; ok {
+			return f
 		}
 		b.active = append(b.active, id.Ref)
 		f := b.identity(&named, route)
@@ -226,6 +249,27 @@ func (b *fileBuilder[R]) identity(id *policyfile.Identity, route string) func(R)
 	}
 	b.errorf(id.Pos, "unknown identity kind %q", id.Kind)
 	return none
+}
+
+// byRoute reports whether id keys by the route, itself or through an
+// identity it names, where the adapter's route key depends on the entry.
+func (b *fileBuilder[R]) byRoute(id *policyfile.Identity) bool {
+	switch id.Kind {
+	case policyfile.KindRoute:
+		return !b.a.RouteIsCall
+	case policyfile.KindRef:
+		if slices.Contains(b.active, id.Ref) {
+			return false // a circle: identity reports it
+		}
+		named, ok := b.c.Identities[id.Ref]
+		if !ok {
+			return false
+		}
+		b.active = append(b.active, id.Ref)
+		defer func() { b.active = b.active[:len(b.active)-1] }()
+		return b.byRoute(&named)
+	}
+	return slices.ContainsFunc(id.Parts, func(p policyfile.Identity) bool { return b.byRoute(&p) })
 }
 
 // value reads the header or metadata a cost or a tier names: what names

@@ -18,6 +18,7 @@ import (
 var imports = map[string]string{
 	"sluice":     "github.com/sluice-go/sluice",
 	"httplimit":  "github.com/sluice-go/sluice/adapters/httplimit",
+	"policyfile": "github.com/sluice-go/sluice/policyfile",
 	"sluicechi":  "github.com/sluice-go/sluice/adapters/chi",
 	"sluicegin":  "github.com/sluice-go/sluice/adapters/gin",
 	"sluiceecho": "github.com/sluice-go/sluice/adapters/echo",
