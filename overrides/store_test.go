@@ -3,6 +3,8 @@ package overrides
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -152,8 +154,8 @@ func TestSetGetListRemove(t *testing.T) {
 	if _, err := e.store.Remove(ctx, "per-key", "key:a"); err != nil {
 		t.Fatal(err)
 	}
-	if e.mr.Exists("sluice:overrides:per-key") {
-		t.Fatal("the hash of a policy without overrides is still there")
+	if e.mr.Exists("sluice:overrides:{per-key}") || e.mr.Exists("sluice:overrides:{per-key}:version") {
+		t.Fatal("the keys of a policy without overrides are still there")
 	}
 	if all, _ := e.store.List(ctx, ""); identities(all) != "per-ip/ip:203.0.113.7" {
 		t.Fatalf("List(\"\") after removals = %s", identities(all))
@@ -184,7 +186,7 @@ func TestExpiryAtUntil(t *testing.T) {
 	later := testStart.Add(time.Hour)
 	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block, Until: until})
 	e.set(Override{Policy: "p", Identity: "ip:2", Kind: Block, Until: later})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != time.Hour {
 		t.Fatalf("hash TTL %v, want the latest Until, 1h", ttl)
 	}
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != time.Hour {
@@ -209,14 +211,17 @@ func TestExpiryAtUntil(t *testing.T) {
 		t.Fatalf("List at Until = %s", identities(list))
 	}
 	// List swept the expired entry.
-	if keys, _ := e.mr.HKeys("sluice:overrides:p"); strings.Contains(strings.Join(keys, ","), "ip:1") {
+	if keys, _ := e.mr.HKeys("sluice:overrides:{p}"); strings.Contains(strings.Join(keys, ","), "ip:1") {
 		t.Fatalf("expired entry not swept: fields %q", keys)
 	}
 
 	// A Set sweeps too, and the hash's TTL follows its latest Until.
 	e.set(Override{Policy: "p", Identity: "ip:3", Kind: Exempt, Until: e.now.Add(2 * time.Hour)})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 2*time.Hour {
 		t.Fatalf("hash TTL %v, want 2h", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides:{p}:version"); ttl != 2*time.Hour {
+		t.Fatalf("version TTL %v, want the hash's, 2h", ttl)
 	}
 	// The index never shortens.
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != 2*time.Hour {
@@ -224,8 +229,11 @@ func TestExpiryAtUntil(t *testing.T) {
 	}
 	// One that never expires keeps the hash and the index.
 	e.set(Override{Policy: "p", Identity: "ip:4", Kind: Exempt})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 0 {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 0 {
 		t.Fatalf("hash TTL %v with an override that never ends, want none", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides:{p}:version"); ttl != 0 {
+		t.Fatalf("version TTL %v with an override that never ends, want none", ttl)
 	}
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != 0 {
 		t.Fatalf("index TTL %v, want none", ttl)
@@ -233,14 +241,14 @@ func TestExpiryAtUntil(t *testing.T) {
 	if _, err := e.store.Remove(ctx, "p", "ip:4"); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 2*time.Hour {
 		t.Fatalf("hash TTL after removing the endless one: %v, want the latest Until", ttl)
 	}
 
 	// When every override has expired, Redis drops the hash itself.
 	e.advance(3 * time.Hour)
-	if e.mr.Exists("sluice:overrides:p") {
-		t.Fatal("the hash outlived its latest Until")
+	if e.mr.Exists("sluice:overrides:{p}") || e.mr.Exists("sluice:overrides:{p}:version") {
+		t.Fatal("the policy's keys outlived its latest Until")
 	}
 }
 
@@ -258,6 +266,37 @@ func TestUntilRoundedUp(t *testing.T) {
 	if _, ok := e.store.Lookup(context.Background(), "p", "ip:1"); ok {
 		t.Fatal("still applies 1µs (rounded up) after Until")
 	}
+}
+
+// TestKeys: a policy's two keys share a cluster slot whatever its name,
+// and a custom prefix starts them.
+func TestKeys(t *testing.T) {
+	e := newEnv(t, Options{Prefix: "api"})
+	for _, tc := range []struct{ policy, hash string }{
+		{"per-ip", "api:overrides:{per-ip}"},
+		{"}x{", "api:overrides:{#" + sha256hex("}x{") + "}"},
+		{"#1", "api:overrides:{#" + sha256hex("#1") + "}"},
+	} {
+		hash, version := e.store.keys(tc.policy)
+		if hash != tc.hash || version != tc.hash+":version" {
+			t.Errorf("keys(%q) = %q, %q; want %q and its :version", tc.policy, hash, version, tc.hash)
+		}
+		e.set(Override{Policy: tc.policy, Identity: "ip:1", Kind: Exempt})
+		if !e.mr.Exists(hash) || !e.mr.Exists(version) {
+			t.Errorf("policy %q: keys %q and %q not written", tc.policy, hash, version)
+		}
+		if got, _ := e.store.List(context.Background(), tc.policy); identities(got) != tc.policy+"/ip:1" {
+			t.Errorf("List(%q) = %s", tc.policy, identities(got))
+		}
+	}
+	if members, _ := e.mr.Members("api:overrides"); len(members) != 3 {
+		t.Errorf("index %q, want the 3 policies", members)
+	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestBounds(t *testing.T) {
@@ -414,7 +453,7 @@ func TestLocalCache(t *testing.T) {
 	// two commands; the next ones, none, and one version within each
 	// LocalCache after.
 	if n := e.mr.CommandCount() - before; n != 2 {
-		t.Fatalf("the refresh sent %d commands, want 2 (HGET of the version, HGETALL)", n)
+		t.Fatalf("the refresh sent %d commands, want 2 (GET of the version, HGETALL)", n)
 	}
 	before = e.mr.CommandCount()
 	for range 3 {
