@@ -108,8 +108,8 @@ type policyState struct {
 	policy string
 	key    string // the hash
 	vkey   string // its version
-	snap atomic.Pointer[snapshot]
-	mu   sync.Mutex // held to refresh snap
+	snap   atomic.Pointer[snapshot]
+	mu     sync.Mutex // held to refresh snap
 	// checked is when a CacheLocal Store last read the version (UnixNano,
 	// on the Store's clock); 0 forces a read.
 	checked atomic.Int64
