@@ -259,9 +259,11 @@ func (s *Store) state(policy string) *policyState {
 //
 // It never fails: when Redis cannot answer within Options.Timeout it
 // answers "no override", logs (at most one line per 10 s), and answers
-// so without asking for a second. policy that is not a valid policy name
-// has no overrides.
-func (s *Store) Lookup(ctx context.Context, policy, identity string) (Override, bool) {
+// so without asking for a second. ctx is the request's, and is not
+// waited on: Options.Timeout bounds the read, which the requests that
+// arrive meanwhile share, so that one request's end does not cut it
+// short.
+func (s *Store) Lookup(_ context.Context, policy, identity string) (Override, bool) {
 	ps := s.state(policy)
 	now := s.clock()
 	snap := ps.snap.Load()
