@@ -14,6 +14,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice"
 )
 
 // testStart is the virtual time every miniredis test starts at.
@@ -544,4 +546,35 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%q: %+v, re-encoded %+v, %v", v, o, o2, err)
 		}
 	})
+}
+
+func TestApply(t *testing.T) {
+	gcra := sluice.Must(sluice.GCRA(10, time.Minute, 5)).Named("plan")
+	fixed := sluice.Must(sluice.FixedWindow(10, time.Minute)).Named("plan")
+	for _, tc := range []struct {
+		o    Override
+		l    sluice.Limit
+		want sluice.Limit
+		err  string
+	}{
+		{Override{Kind: Limit, Rate: 100}, gcra, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: 100, Period: time.Minute, Burst: 5, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 100, Period: time.Hour, Burst: 50}, gcra, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: 100, Period: time.Hour, Burst: 50, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3, Period: time.Minute}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3, Period: time.Hour}, fixed, fixed, "cannot be overridden"},
+		{Override{Kind: Limit, Rate: 3, Period: time.Second}, sluice.Must(sluice.SlidingWindow(10, time.Minute)), sluice.Limit{}, "cannot be overridden"},
+		{Override{Kind: Limit, Rate: 1 << 40, Burst: 1 << 40}, gcra, sluice.Limit{}, "burst"},
+		{Override{Kind: Exempt}, gcra, sluice.Limit{}, "has no limit"},
+	} {
+		got, err := tc.o.Apply(tc.l)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Apply(%+v) to %s = %v; want an error saying %q", tc.o, tc.l.Name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Apply(%+v) to %+v = %+v, %v; want %+v", tc.o, tc.l, got, err, tc.want)
+		}
+	}
 }

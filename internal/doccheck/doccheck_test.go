@@ -18,6 +18,8 @@ import (
 var imports = map[string]string{
 	"sluice":     "github.com/sluice-go/sluice",
 	"httplimit":  "github.com/sluice-go/sluice/adapters/httplimit",
+	"ratepolicy": "github.com/sluice-go/sluice/adapters/ratepolicy",
+	"overrides":  "github.com/sluice-go/sluice/overrides",
 	"sluicechi":  "github.com/sluice-go/sluice/adapters/chi",
 	"sluicegin":  "github.com/sluice-go/sluice/adapters/gin",
 	"sluiceecho": "github.com/sluice-go/sluice/adapters/echo",
