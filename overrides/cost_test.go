@@ -33,10 +33,10 @@ func newCostSetup(t testing.TB) *costSetup {
 	addrs := []string{cs.srv.Addr}
 	cs.trips = &tripCounter{Client: newClient(t, addrs, true)}
 	var err error
-	if cs.store, err = overrides.New(cs.trips, overrides.Options{Logger: quiet}); err != nil {
+	if cs.store, err = overrides.New(cs.trips, overrides.Options{Logger: quiet, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := overrides.New(newClient(t, addrs, false), overrides.Options{Logger: quiet})
+	admin, err := overrides.New(newClient(t, addrs, false), overrides.Options{Logger: quiet, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (w *headerWriter) WriteHeader(int)             {}
 func TestOverridesCostNothing(t *testing.T) {
 	cs := newCostSetup(t)
 	limClient := &tripCounter{Client: newClient(t, []string{cs.srv.Addr}, false)}
-	lim, err := sluice.New(limClient, sluice.WithLogger(nil))
+	lim, err := sluice.New(limClient, sluice.WithLogger(nil), sluice.WithSilenceTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

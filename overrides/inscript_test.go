@@ -88,7 +88,7 @@ type inScriptVariant struct {
 func inScriptVariants(tb testing.TB, srv *redisserver.Server) []inScriptVariant {
 	addrs := []string{srv.Addr}
 	client := newClient(tb, addrs, false)
-	store, err := overrides.New(newClient(tb, addrs, true), overrides.Options{Logger: quiet})
+	store, err := overrides.New(newClient(tb, addrs, true), overrides.Options{Logger: quiet, Timeout: time.Minute})
 	if err != nil {
 		tb.Fatal(err)
 	}

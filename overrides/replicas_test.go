@@ -80,13 +80,14 @@ func newClient(t testing.TB, addrs []string, cache bool) rueidis.Client {
 // expires hashes when it should).
 func newReplica(t testing.TB, addrs []string, now func() time.Time) *replica {
 	t.Helper()
-	lim, err := sluice.New(newClient(t, addrs, false), sluice.WithLogger(nil), sluice.WithClock(now))
+	lim, err := sluice.New(newClient(t, addrs, false), sluice.WithLogger(nil), sluice.WithClock(now),
+		sluice.WithSilenceTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lim.Close)
 	trips := &tripCounter{Client: newClient(t, addrs, true)}
-	store, err := overrides.New(trips, overrides.Options{Clock: now, Logger: quiet})
+	store, err := overrides.New(trips, overrides.Options{Clock: now, Logger: quiet, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func testReplicasObey(t *testing.T, addrs []string, servers []*redisserver.Serve
 	for range 3 {
 		fleet = append(fleet, newReplica(t, addrs, now))
 	}
-	admin, err := overrides.New(newClient(t, addrs, false), overrides.Options{Clock: now, Logger: quiet})
+	admin, err := overrides.New(newClient(t, addrs, false), overrides.Options{Clock: now, Logger: quiet, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

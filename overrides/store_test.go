@@ -78,6 +78,9 @@ func newEnv(t testing.TB, opts Options) *env {
 	t.Cleanup(client.Close)
 	e := &env{t: t, mr: mr, client: client, now: testStart, logs: &logBuffer{}}
 	opts.Clock = func() time.Time { return e.now }
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Minute // no lookup fails for a slow machine
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
 	}
@@ -584,5 +587,51 @@ func TestApply(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("Apply(%+v) to %+v = %+v, %v; want %+v", tc.o, tc.l, got, err, tc.want)
 		}
+	}
+}
+
+// TestLookupConcurrent: lookups from many goroutines while overrides
+// change see either the old or the new overrides, never anything else
+// (and, under -race, share the Store's state safely).
+func TestLookupConcurrent(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if o, ok := e.store.Lookup(ctx, "p", "ip:1"); ok && o.Kind != Block && o.Kind != Exempt {
+					t.Errorf("Lookup = %+v", o)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 50 {
+		kind := Block
+		if i%2 == 1 {
+			kind = Exempt
+		}
+		e.set(Override{Policy: "p", Identity: "ip:1", Kind: kind})
+		if err := e.store.Sync(ctx, "p"); err != nil { // the lookups refresh the copy meanwhile
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := e.store.Sync(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok || o.Kind != Exempt {
+		t.Fatalf("after the changes: %+v, %v; want the last, exempt", o, ok)
 	}
 }

@@ -45,7 +45,7 @@ func newOverrideEngine(t *testing.T, ovr Overrides, policies ...Policy[string]) 
 	t.Cleanup(client.Close)
 	oe := &overrideEngine{now: start}
 	clock := func() time.Time { return oe.now }
-	lim, err := sluice.New(client, sluice.WithLogger(nil), sluice.WithClock(clock))
+	lim, err := sluice.New(client, sluice.WithLogger(nil), sluice.WithClock(clock), sluice.WithSilenceTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
