@@ -79,7 +79,8 @@ type Override struct {
 	// Rate, Period and Burst replace the policy's (Kind Limit only; zero
 	// for the other kinds). Rate is required; a zero Period or Burst keeps
 	// the policy's. The result must be a valid limit of the policy's
-	// algorithm, or the plan's limit applies (and the mismatch is logged).
+	// algorithm, and a fixed or sliding window keeps its period (see
+	// Apply), or the plan's limit applies (and the mismatch is logged).
 	Rate   int64
 	Period time.Duration
 	Burst  int64
@@ -110,11 +111,18 @@ func (o Override) Active(now time.Time) bool {
 
 // Apply returns the limit a Limit override makes of the policy's limit l:
 // l with o's Rate, and its Period and Burst when they are not zero. The
-// algorithm and name stay l's. It fails when o is not a Limit override or
-// the result is not a valid limit.
+// algorithm and name stay l's. It fails when o is not a Limit override,
+// the result is not a valid limit, or o changes the period of a fixed or
+// sliding window: their state is a window index computed with the period,
+// which under another period would point years ahead and hold the count
+// there (also once the override is gone).
 func (o Override) Apply(l sluice.Limit) (sluice.Limit, error) {
 	if o.Kind != Limit {
 		return l, fmt.Errorf("%w: a %s override has no limit", ErrInvalid, o.Kind)
+	}
+	if o.Period != 0 && o.Period != l.Period && (l.Algorithm == sluice.AlgFixedWindow || l.Algorithm == sluice.AlgSlidingWindow) {
+		return l, fmt.Errorf("%w: policy %q identity %q: a %s limit's period (%v) cannot be overridden (%v): leave Period zero",
+			ErrInvalid, o.Policy, o.Identity, l.Algorithm, l.Period, o.Period)
 	}
 	l.Rate = o.Rate
 	if o.Period != 0 {

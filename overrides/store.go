@@ -2,6 +2,8 @@ package overrides
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,10 +42,12 @@ const (
 // Options configures a Store. Every zero value is a sensible default.
 type Options struct {
 	// Prefix starts every key (default "sluice", the Limiter's): the
-	// overrides of a policy are the hash PREFIX:overrides:POLICY, the
-	// policies that have some the set PREFIX:overrides. It follows
-	// sluice.WithPrefix's rule: 1 to 64 printable bytes without braces or
-	// spaces.
+	// overrides of a policy are the hash PREFIX:overrides:{POLICY}, its
+	// version the string PREFIX:overrides:{POLICY}:version, and the
+	// policies that have some the set PREFIX:overrides (a policy name with
+	// a brace, or starting with '#', is '#' and its hex SHA-256 between
+	// the braces). It follows sluice.WithPrefix's rule: 1 to 64 printable
+	// bytes without braces or spaces.
 	Prefix string
 	// MaxPerPolicy bounds the overrides of one policy (default 10,000):
 	// Set of one more fails with ErrFull.
@@ -101,9 +105,11 @@ type Store struct {
 
 // policyState is what a Store knows of one policy's overrides.
 type policyState struct {
-	key  string
-	snap atomic.Pointer[snapshot]
-	mu   sync.Mutex // held to refresh snap
+	policy string
+	key    string // the hash
+	vkey   string // its version
+	snap   atomic.Pointer[snapshot]
+	mu     sync.Mutex // held to refresh snap
 	// checked is when a CacheLocal Store last read the version (UnixNano,
 	// on the Store's clock); 0 forces a read.
 	checked atomic.Int64
@@ -208,8 +214,17 @@ func (s *Store) tracks() bool {
 // cache (else a local copy refreshed every Options.LocalCache).
 func (s *Store) ClientCache() bool { return s.tracking }
 
-// key is the hash of policy's overrides.
-func (s *Store) key(policy string) string { return s.prefix + ":overrides:" + policy }
+// keys are the hash of policy's overrides and the key of its version,
+// in one cluster slot.
+func (s *Store) keys(policy string) (hash, version string) {
+	tag := policy
+	if strings.ContainsAny(policy, "{}") || strings.HasPrefix(policy, "#") {
+		sum := sha256.Sum256([]byte(policy))
+		tag = "#" + hex.EncodeToString(sum[:])
+	}
+	hash = s.prefix + ":overrides:{" + tag + "}"
+	return hash, hash + ":version"
+}
 
 // state returns policy's state, made on first use.
 func (s *Store) state(policy string) *policyState {
@@ -226,7 +241,8 @@ func (s *Store) state(policy string) *policyState {
 	for k, v := range old {
 		m[k] = v
 	}
-	ps := &policyState{key: s.key(policy)}
+	ps := &policyState{policy: policy}
+	ps.key, ps.vkey = s.keys(policy)
 	m[policy] = ps
 	s.policies.Store(&m)
 	return ps
@@ -243,9 +259,11 @@ func (s *Store) state(policy string) *policyState {
 //
 // It never fails: when Redis cannot answer within Options.Timeout it
 // answers "no override", logs (at most one line per 10 s), and answers
-// so without asking for a second. policy that is not a valid policy name
-// has no overrides.
-func (s *Store) Lookup(ctx context.Context, policy, identity string) (Override, bool) {
+// so without asking for a second. ctx is the request's, and is not
+// waited on: Options.Timeout bounds the read, which the requests that
+// arrive meanwhile share, so that one request's end does not cut it
+// short.
+func (s *Store) Lookup(_ context.Context, policy, identity string) (Override, bool) {
 	ps := s.state(policy)
 	now := s.clock()
 	snap := ps.snap.Load()
@@ -284,7 +302,7 @@ func (s *Store) current(ps *policyState, snap *snapshot, now time.Time) (*snapsh
 		}
 	}
 	ctx := s.deadline.get(s.realNow(now), s.timeout)
-	v, err := s.version(ctx, ps.key)
+	v, err := s.version(ctx, ps.vkey)
 	if err != nil {
 		s.failed(ps, now, err)
 		return nil, false
@@ -301,14 +319,14 @@ func (s *Store) current(ps *policyState, snap *snapshot, now time.Time) (*snapsh
 	return snap, true
 }
 
-// version reads the version of the hash at key ("" when it does not
-// exist): through the client's cache when it tracks keys.
-func (s *Store) version(ctx context.Context, key string) (string, error) {
+// version reads a policy's version at vkey ("" when it has none):
+// through the client's cache when it tracks keys.
+func (s *Store) version(ctx context.Context, vkey string) (string, error) {
 	var res rueidis.RedisResult
 	if s.tracking {
-		res = s.client.DoCache(ctx, s.client.B().Hget().Key(key).Field("").Cache(), clientCacheTTL)
+		res = s.client.DoCache(ctx, s.client.B().Get().Key(vkey).Cache(), clientCacheTTL)
 	} else {
-		res = s.client.Do(ctx, s.client.B().Hget().Key(key).Field("").Build())
+		res = s.client.Do(ctx, s.client.B().Get().Key(vkey).Build())
 	}
 	v, err := res.ToString()
 	if rueidis.IsRedisNil(err) {
@@ -334,13 +352,11 @@ func (s *Store) refresh(ctx context.Context, ps *policyState, want string) (*sna
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{version: all[""], m: make(map[string]Override, len(all))}
-	policy := strings.TrimPrefix(ps.key, s.prefix+":overrides:")
+	// The hash read may be newer than want: then the next Lookup reads
+	// again, once the client has heard of the change.
+	snap := &snapshot{version: want, m: make(map[string]Override, len(all))}
 	for id, v := range all {
-		if id == "" {
-			continue
-		}
-		o, err := decode(policy, id, v)
+		o, err := decode(ps.policy, id, v)
 		if err != nil {
 			s.failLog.warn(s, err) // written by a newer version, or by hand: ignored
 			continue
@@ -380,10 +396,10 @@ func (s *Store) Sync(ctx context.Context, policy string) error {
 		ps.checked.Store(0)
 		return nil
 	}
-	// A field no one writes, new each time, so that the call is a miss
+	// A read of the version key new each time, so that the call is a miss
 	// and goes to Redis on the connection DoCache uses for this key.
-	field := fmt.Sprintf("\x00sync:%d", s.syncSeq.Add(1))
-	err := s.client.DoCache(ctx, s.client.B().Hget().Key(ps.key).Field(field).Cache(), time.Millisecond).Error()
+	end := -int64(s.syncSeq.Add(1))
+	err := s.client.DoCache(ctx, s.client.B().Getrange().Key(ps.vkey).Start(0).End(end).Cache(), time.Millisecond).Error()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return fmt.Errorf("overrides: sync %q: %w", policy, err)
 	}
@@ -401,7 +417,8 @@ func (s *Store) Set(ctx context.Context, o Override) error {
 		return err
 	}
 	o.Set = fromMicros(now.UnixMicro())
-	res, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: s.key(o.Policy)},
+	hash, version := s.keys(o.Policy)
+	res, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: hash, Version: version},
 		script.WriteArgs{Identity: o.Identity, Value: encode(&o), Now: now.UnixMicro(), Max: int64(s.max)})
 	if err != nil {
 		return fmt.Errorf("overrides: set %q %q: %w", o.Policy, o.Identity, err)
@@ -443,7 +460,8 @@ func (s *Store) Get(ctx context.Context, policy, identity string) (Override, boo
 	if err := checkIdentity(identity); err != nil {
 		return Override{}, false, err
 	}
-	v, err := s.client.Do(ctx, s.client.B().Hget().Key(s.key(policy)).Field(identity).Build()).ToString()
+	hash, _ := s.keys(policy)
+	v, err := s.client.Do(ctx, s.client.B().Hget().Key(hash).Field(identity).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return Override{}, false, nil
 	}
@@ -478,8 +496,8 @@ func (s *Store) List(ctx context.Context, policy string) ([]Override, error) {
 	var out []Override
 	now := s.clock()
 	for _, p := range policies {
-		key := s.key(p)
-		if _, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: key},
+		key, version := s.keys(p)
+		if _, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: key, Version: version},
 			script.WriteArgs{Now: now.UnixMicro(), Max: int64(s.max)}); err != nil {
 			return nil, fmt.Errorf("overrides: list %q: %w", p, err)
 		}
@@ -516,7 +534,8 @@ func (s *Store) Remove(ctx context.Context, policy, identity string) (bool, erro
 	if err := checkIdentity(identity); err != nil {
 		return false, err
 	}
-	res, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: s.key(policy)},
+	hash, version := s.keys(policy)
+	res, err := script.Write.Run(ctx, s.client, script.WriteKeys{Overrides: hash, Version: version},
 		script.WriteArgs{Identity: identity, Now: s.clock().UnixMicro(), Max: int64(s.max)})
 	if err != nil {
 		return false, fmt.Errorf("overrides: remove %q %q: %w", policy, identity, err)

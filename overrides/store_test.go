@@ -3,6 +3,8 @@ package overrides
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-go/sluice"
 )
 
 // testStart is the virtual time every miniredis test starts at.
@@ -74,6 +78,9 @@ func newEnv(t testing.TB, opts Options) *env {
 	t.Cleanup(client.Close)
 	e := &env{t: t, mr: mr, client: client, now: testStart, logs: &logBuffer{}}
 	opts.Clock = func() time.Time { return e.now }
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Minute // no lookup fails for a slow machine
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
 	}
@@ -152,8 +159,8 @@ func TestSetGetListRemove(t *testing.T) {
 	if _, err := e.store.Remove(ctx, "per-key", "key:a"); err != nil {
 		t.Fatal(err)
 	}
-	if e.mr.Exists("sluice:overrides:per-key") {
-		t.Fatal("the hash of a policy without overrides is still there")
+	if e.mr.Exists("sluice:overrides:{per-key}") || e.mr.Exists("sluice:overrides:{per-key}:version") {
+		t.Fatal("the keys of a policy without overrides are still there")
 	}
 	if all, _ := e.store.List(ctx, ""); identities(all) != "per-ip/ip:203.0.113.7" {
 		t.Fatalf("List(\"\") after removals = %s", identities(all))
@@ -184,7 +191,7 @@ func TestExpiryAtUntil(t *testing.T) {
 	later := testStart.Add(time.Hour)
 	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block, Until: until})
 	e.set(Override{Policy: "p", Identity: "ip:2", Kind: Block, Until: later})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != time.Hour {
 		t.Fatalf("hash TTL %v, want the latest Until, 1h", ttl)
 	}
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != time.Hour {
@@ -209,14 +216,17 @@ func TestExpiryAtUntil(t *testing.T) {
 		t.Fatalf("List at Until = %s", identities(list))
 	}
 	// List swept the expired entry.
-	if keys, _ := e.mr.HKeys("sluice:overrides:p"); strings.Contains(strings.Join(keys, ","), "ip:1") {
+	if keys, _ := e.mr.HKeys("sluice:overrides:{p}"); strings.Contains(strings.Join(keys, ","), "ip:1") {
 		t.Fatalf("expired entry not swept: fields %q", keys)
 	}
 
 	// A Set sweeps too, and the hash's TTL follows its latest Until.
 	e.set(Override{Policy: "p", Identity: "ip:3", Kind: Exempt, Until: e.now.Add(2 * time.Hour)})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 2*time.Hour {
 		t.Fatalf("hash TTL %v, want 2h", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides:{p}:version"); ttl != 2*time.Hour {
+		t.Fatalf("version TTL %v, want the hash's, 2h", ttl)
 	}
 	// The index never shortens.
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != 2*time.Hour {
@@ -224,8 +234,11 @@ func TestExpiryAtUntil(t *testing.T) {
 	}
 	// One that never expires keeps the hash and the index.
 	e.set(Override{Policy: "p", Identity: "ip:4", Kind: Exempt})
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 0 {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 0 {
 		t.Fatalf("hash TTL %v with an override that never ends, want none", ttl)
+	}
+	if ttl := e.mr.TTL("sluice:overrides:{p}:version"); ttl != 0 {
+		t.Fatalf("version TTL %v with an override that never ends, want none", ttl)
 	}
 	if ttl := e.mr.TTL("sluice:overrides"); ttl != 0 {
 		t.Fatalf("index TTL %v, want none", ttl)
@@ -233,14 +246,14 @@ func TestExpiryAtUntil(t *testing.T) {
 	if _, err := e.store.Remove(ctx, "p", "ip:4"); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := e.mr.TTL("sluice:overrides:p"); ttl != 2*time.Hour {
+	if ttl := e.mr.TTL("sluice:overrides:{p}"); ttl != 2*time.Hour {
 		t.Fatalf("hash TTL after removing the endless one: %v, want the latest Until", ttl)
 	}
 
 	// When every override has expired, Redis drops the hash itself.
 	e.advance(3 * time.Hour)
-	if e.mr.Exists("sluice:overrides:p") {
-		t.Fatal("the hash outlived its latest Until")
+	if e.mr.Exists("sluice:overrides:{p}") || e.mr.Exists("sluice:overrides:{p}:version") {
+		t.Fatal("the policy's keys outlived its latest Until")
 	}
 }
 
@@ -258,6 +271,37 @@ func TestUntilRoundedUp(t *testing.T) {
 	if _, ok := e.store.Lookup(context.Background(), "p", "ip:1"); ok {
 		t.Fatal("still applies 1µs (rounded up) after Until")
 	}
+}
+
+// TestKeys: a policy's two keys share a cluster slot whatever its name,
+// and a custom prefix starts them.
+func TestKeys(t *testing.T) {
+	e := newEnv(t, Options{Prefix: "api"})
+	for _, tc := range []struct{ policy, hash string }{
+		{"per-ip", "api:overrides:{per-ip}"},
+		{"}x{", "api:overrides:{#" + sha256hex("}x{") + "}"},
+		{"#1", "api:overrides:{#" + sha256hex("#1") + "}"},
+	} {
+		hash, version := e.store.keys(tc.policy)
+		if hash != tc.hash || version != tc.hash+":version" {
+			t.Errorf("keys(%q) = %q, %q; want %q and its :version", tc.policy, hash, version, tc.hash)
+		}
+		e.set(Override{Policy: tc.policy, Identity: "ip:1", Kind: Exempt})
+		if !e.mr.Exists(hash) || !e.mr.Exists(version) {
+			t.Errorf("policy %q: keys %q and %q not written", tc.policy, hash, version)
+		}
+		if got, _ := e.store.List(context.Background(), tc.policy); identities(got) != tc.policy+"/ip:1" {
+			t.Errorf("List(%q) = %s", tc.policy, identities(got))
+		}
+	}
+	if members, _ := e.mr.Members("api:overrides"); len(members) != 3 {
+		t.Errorf("index %q, want the 3 policies", members)
+	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestBounds(t *testing.T) {
@@ -414,7 +458,7 @@ func TestLocalCache(t *testing.T) {
 	// two commands; the next ones, none, and one version within each
 	// LocalCache after.
 	if n := e.mr.CommandCount() - before; n != 2 {
-		t.Fatalf("the refresh sent %d commands, want 2 (HGET of the version, HGETALL)", n)
+		t.Fatalf("the refresh sent %d commands, want 2 (GET of the version, HGETALL)", n)
 	}
 	before = e.mr.CommandCount()
 	for range 3 {
@@ -461,14 +505,22 @@ func TestLookupFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mr.SetTime(e.now)
-	// Within the second after the failure: still no asking.
+	// Within the second after the failure: no asking.
+	before := e.mr.CommandCount()
 	e.advance(failBackoff - time.Microsecond)
-	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
-		t.Fatal("asked Redis again within the back-off")
+	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok || e.mr.CommandCount() != before {
+		t.Fatalf("within the back-off: override %v, %d commands sent", ok, e.mr.CommandCount()-before)
 	}
-	e.advance(time.Microsecond)
-	if _, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok {
-		t.Fatalf("no override once Redis is back and the back-off has passed:\n%s", e.logs)
+	// Once Redis is back, a lookup after the back-off obeys again (the
+	// first may still meet the broken connection, and wait another second).
+	for try := 0; ; try++ {
+		e.advance(failBackoff)
+		if _, ok := e.store.Lookup(ctx, "p", "ip:1"); ok {
+			break
+		}
+		if try == 2 {
+			t.Fatalf("no override once Redis is back and the back-off has passed:\n%s", e.logs)
+		}
 	}
 }
 
@@ -505,4 +557,75 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%q: %+v, re-encoded %+v, %v", v, o, o2, err)
 		}
 	})
+}
+
+func TestApply(t *testing.T) {
+	gcra := sluice.Must(sluice.GCRA(10, time.Minute, 5)).Named("plan")
+	fixed := sluice.Must(sluice.FixedWindow(10, time.Minute)).Named("plan")
+	for _, tc := range []struct {
+		o    Override
+		l    sluice.Limit
+		want sluice.Limit
+		err  string
+	}{
+		{Override{Kind: Limit, Rate: 100}, gcra, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: 100, Period: time.Minute, Burst: 5, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 100, Period: time.Hour, Burst: 50}, gcra, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: 100, Period: time.Hour, Burst: 50, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3, Period: time.Minute}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
+		{Override{Kind: Limit, Rate: 3, Period: time.Hour}, fixed, fixed, "cannot be overridden"},
+		{Override{Kind: Limit, Rate: 3, Period: time.Second}, sluice.Must(sluice.SlidingWindow(10, time.Minute)), sluice.Limit{}, "cannot be overridden"},
+		{Override{Kind: Limit, Rate: 1 << 40, Burst: 1 << 40}, gcra, sluice.Limit{}, "burst"},
+		{Override{Kind: Exempt}, gcra, sluice.Limit{}, "has no limit"},
+	} {
+		got, err := tc.o.Apply(tc.l)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Apply(%+v) to %s = %v; want an error saying %q", tc.o, tc.l.Name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Apply(%+v) to %+v = %+v, %v; want %+v", tc.o, tc.l, got, err, tc.want)
+		}
+	}
+}
+
+// TestLookupConcurrent: lookups from several goroutines while overrides
+// change see either the old or the new overrides, never anything else
+// (and, under -race, share the Store's state safely).
+func TestLookupConcurrent(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	e.set(Override{Policy: "p", Identity: "ip:1", Kind: Block})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 300 {
+				if o, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok || o.Kind != Block && o.Kind != Exempt {
+					t.Errorf("Lookup = %+v, %v", o, ok)
+					return
+				}
+				if err := e.store.Sync(ctx, "p"); err != nil { // the next Lookup refreshes the copy
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		kind := Block
+		if i%2 == 1 {
+			kind = Exempt
+		}
+		e.set(Override{Policy: "p", Identity: "ip:1", Kind: kind})
+	}
+	wg.Wait()
+	if err := e.store.Sync(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := e.store.Lookup(ctx, "p", "ip:1"); !ok || o.Kind != Exempt {
+		t.Fatalf("after the changes: %+v, %v; want the last, exempt", o, ok)
+	}
 }

@@ -314,7 +314,10 @@ const (
 // With Config.Overrides, each policy's identity is looked up once its key
 // is known: Exempt leaves the policy out (no check, nothing reported),
 // Block denies it without a check (RetryAfter until the override's Until,
-// at most MaxBlockWait), and Limit replaces the limit of its check.
+// at most MaxBlockWait), and Limit replaces the limit of its check. A
+// request an enforced policy's Block denies asks Redis nothing: its other
+// policies are left out, as behind a cached denial, and nothing is
+// charged.
 func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel Select, d *Decision[R]) error {
 	for _, set := range sets {
 		for _, p := range set {
@@ -369,6 +372,12 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: lim, Cost: cost, Shadow: shadow})
 		}
 	}
+	if len(d.checks) > 0 && len(d.checks) < len(d.Outcomes) && e.blockedEnforced(d) {
+		// Denied whatever the others answer: ask Redis nothing, as a
+		// cached denial does, and report only the blocks.
+		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome[R]) bool { return o.check >= 0 })
+		d.checks = d.checks[:0]
+	}
 	if len(d.checks) == 0 {
 		return nil
 	}
@@ -396,6 +405,16 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome[R]) bool { return !o.asked })
 	}
 	return nil
+}
+
+// blockedEnforced reports whether an enforced policy of d is blocked.
+func (e *Engine[R]) blockedEnforced(d *Decision[R]) bool {
+	for i := range d.Outcomes {
+		if o := &d.Outcomes[i]; o.check < 0 && !o.Shadow {
+			return true
+		}
+	}
+	return false
 }
 
 // blocked is the outcome of policy p for identity id under a Block

@@ -45,7 +45,7 @@ func newOverrideEngine(t *testing.T, ovr Overrides, policies ...Policy[string]) 
 	t.Cleanup(client.Close)
 	oe := &overrideEngine{now: start}
 	clock := func() time.Time { return oe.now }
-	lim, err := sluice.New(client, sluice.WithLogger(nil), sluice.WithClock(clock))
+	lim, err := sluice.New(client, sluice.WithLogger(nil), sluice.WithClock(clock), sluice.WithSilenceTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,26 +104,28 @@ func TestOverrideExempt(t *testing.T) {
 }
 
 // TestOverrideBlock: a blocked identity is denied without asking Redis,
-// with a wait until the override's Until, capped at MaxBlockWait; under a
+// with a wait until the override's Until, capped at MaxBlockWait; the
+// request's other policies are then neither asked nor charged. Under a
 // shadow policy the block is only reported.
 func TestOverrideBlock(t *testing.T) {
 	ovr := stubOverrides{}
 	oe := newOverrideEngine(t, ovr)
 	ovr[[2]string{"a", "ka"}] = overrides.Override{Policy: "a", Identity: "ka", Kind: overrides.Block, Until: oe.now.Add(90 * time.Second)}
+	oe.checks = append(oe.checks[:0], sluice.Check{Identity: "sentinel"})
 	d := oe.decide(t)
-	if names(d) != "a,b,c" || len(oe.checks) != 2 || oe.checks[0].Identity != "kb" {
-		t.Fatalf("outcomes %s, checks %+v; want a blocked without a check, b and c checked", names(d), oe.checks)
+	if names(d) != "a" || len(oe.checks) != 0 {
+		t.Fatalf("outcomes %s, checks %+v; want a blocked and no check", names(d), oe.checks)
 	}
 	a := d.Outcomes[0]
 	if !a.Denied || a.Override != overrides.Block || a.Result.RetryAfter != 90*time.Second || a.Result.Remaining != 0 || a.Limit != a.P.Limit {
 		t.Fatalf("blocked outcome %+v", a)
 	}
-	if !d.Denied || d.Wait != 90 || d.Unavailable || d.Outcomes[1].Denied {
+	if !d.Denied || d.Wait != 90 || d.Unavailable {
 		t.Fatalf("decision denied %v wait %d unavailable %v", d.Denied, d.Wait, d.Unavailable)
 	}
 	b, draft := AppendDraft(nil, d.Outcomes, nil)
-	if _, rl := draft.Values(string(b)); !strings.HasPrefix(rl, `"a";r=0;t=90, "b";r=`) {
-		t.Fatalf("RateLimit %s", rl)
+	if p, rl := draft.Values(string(b)); p != `"a";q=10;w=60` || rl != `"a";r=0;t=90` {
+		t.Fatalf("RateLimit-Policy %s, RateLimit %s", p, rl)
 	}
 
 	// No end, or an end past the cap: MaxBlockWait.
@@ -135,23 +137,18 @@ func TestOverrideBlock(t *testing.T) {
 	if w := oe.decide(t).Outcomes[0].Result.RetryAfter; w != MaxBlockWait {
 		t.Fatalf("a two-day block waits %v, want %v", w, MaxBlockWait)
 	}
+	// b was never charged: its 10 are whole once the block is gone.
+	delete(ovr, [2]string{"a", "ka"})
+	if d := oe.decide(t); d.Denied || d.Outcomes[1].Result.Remaining != 9 {
+		t.Fatalf("after the block: %+v; want b with 9 left after this request", d.Outcomes)
+	}
 
-	// Every policy blocked: no Limiter call at all.
-	delete(ovr, [2]string{"a", "ka"})
-	for _, p := range []string{"a", "b", "c"} {
-		ovr[[2]string{p, "k" + p}] = overrides.Override{Policy: p, Identity: "k" + p, Kind: overrides.Block}
-	}
-	oe.checks = append(oe.checks[:0], sluice.Check{Identity: "sentinel"})
+	// A block under a shadow policy alone is a shadow denial: the others
+	// are decided as usual.
+	ovr[[2]string{"c", "kc"}] = overrides.Override{Policy: "c", Identity: "kc", Kind: overrides.Block}
 	d = oe.decide(t)
-	if len(oe.checks) != 0 || names(d) != "a,b,c" || !d.Denied {
-		t.Fatalf("all blocked: checks %+v, outcomes %s, denied %v", oe.checks, names(d), d.Denied)
-	}
-	// A block under a shadow policy alone is a shadow denial.
-	delete(ovr, [2]string{"a", "ka"})
-	delete(ovr, [2]string{"b", "kb"})
-	d = oe.decide(t)
-	if d.Denied || !d.Outcomes[2].Denied || !d.Outcomes[2].Shadow {
-		t.Fatalf("shadow policy blocked: decision denied %v, outcome %+v", d.Denied, d.Outcomes[2])
+	if d.Denied || names(d) != "a,b,c" || len(oe.checks) != 2 || !d.Outcomes[2].Denied || !d.Outcomes[2].Shadow {
+		t.Fatalf("shadow policy blocked: denied %v, outcomes %+v, checks %+v", d.Denied, d.Outcomes, oe.checks)
 	}
 	if !strings.Contains(oe.logs.String(), "shadow policy would deny") {
 		t.Fatalf("shadow block not logged: %s", oe.logs.String())

@@ -19,6 +19,8 @@ var imports = map[string]string{
 	"sluice":     "github.com/sluice-go/sluice",
 	"httplimit":  "github.com/sluice-go/sluice/adapters/httplimit",
 	"policyfile": "github.com/sluice-go/sluice/policyfile",
+	"ratepolicy": "github.com/sluice-go/sluice/adapters/ratepolicy",
+	"overrides":  "github.com/sluice-go/sluice/overrides",
 	"sluicechi":  "github.com/sluice-go/sluice/adapters/chi",
 	"sluicegin":  "github.com/sluice-go/sluice/adapters/gin",
 	"sluiceecho": "github.com/sluice-go/sluice/adapters/echo",

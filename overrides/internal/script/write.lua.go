@@ -20,39 +20,40 @@ const (
 )
 
 // WriteSHA1 is the SHA1 of write.lua, as SCRIPT LOAD returns it.
-const WriteSHA1 = "384f943880a15f1a473661e488205ba8d24802fb"
+const WriteSHA1 = "287146fbc3f3d439190f271df91f8542b544ca89"
 
 // writeSource is write.lua, byte for byte.
-const writeSource = `-- Write sets or removes one identity's override in a policy's hash in one
+const writeSource = `-- Write sets or removes one identity's override under a policy in one
 -- atomic step: it sweeps the entries whose Until has passed, checks the
--- bound on the hash's size, writes, bumps the hash's version and gives the
--- hash the expiry of its latest Until (none while an entry never expires),
--- so that an abandoned hash disappears. An identity of "" only sweeps.
+-- bound on the policy's count, writes, sets a new version and gives both
+-- keys the expiry of the latest Until (none while an entry never expires),
+-- so that an abandoned policy disappears. An identity of "" only sweeps.
 --
 -- Each value starts with its Until, in µs since the Unix epoch (0: never),
--- and a space. The field "" holds the hash's version, SEQ:SECONDS.MICROS
--- (a counter and the Redis TIME of the write): readers compare it with the
--- version of the copy they hold, and a hash that expired and was written
--- again never repeats a version.
+-- and a space. The version, SEQ:SECONDS.MICROS (a counter and the Redis
+-- TIME of the write), is what readers cache and compare with the version
+-- of the copy they hold; a policy that expired and was written again never
+-- repeats one.
 --
 -- @script write
--- @key overrides        the policy's hash: identity -> value, "" -> version
+-- @key overrides        the policy's hash: identity -> value
+-- @key version          the policy's version, in the hash's slot
 -- @arg identity string  the identity whose override is written; "" sweeps only
 -- @arg value string     the encoded override; "" removes the identity's
 -- @arg now int          µs since the Unix epoch: entries whose Until is at or before now are swept
 -- @arg max int          the most identities the hash may hold
 -- @return status int    1 written or removed, 0 nothing to remove, -1 the hash is full
 -- @return count int     identities in the hash afterwards
--- @return expire_at int the hash's expiry in ms since the Unix epoch; 0 none; -1 the hash is gone
+-- @return expire_at int the keys' expiry in ms since the Unix epoch; 0 none; -1 they are gone
 -- @return previous string the identity's value before the write, "" when it had none (or it had expired)
 
 -- Cost: one HGETALL and a command per entry swept; a write holds Redis for
 -- a time linear in the size of the hash (MaxPerPolicy bounds it).
 
--- An override that never expires keeps the hash with no TTL, on purpose.
+-- An override that never expires keeps both keys with no TTL, on purpose.
 -- vet:ignore-file no-ttl
 
-local key = KEYS[1]
+local key, vkey = KEYS[1], KEYS[2]
 local id, value = ARGV[1], ARGV[2]
 local now, max = tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -63,26 +64,22 @@ end
 
 local all = redis.call('HGETALL', key)
 local n, latest, forever, changed = 0, 0, false, false
-local version, previous = '', ''
+local previous = ''
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
-  if f == '' then
-    version = v
+  local u = until_of(v)
+  if u ~= nil and u > 0 and u <= now then
+    redis.call('HDEL', key, f)
+    changed = true
+  elseif f == id then
+    previous = v
   else
-    local u = until_of(v)
-    if u ~= nil and u > 0 and u <= now then
-      redis.call('HDEL', key, f)
-      changed = true
-    elseif f == id then
-      previous = v
-    else
-      n = n + 1
-      -- A value this version cannot read is kept, and kept alive.
-      if u == nil or u == 0 then
-        forever = true
-      elseif u > latest then
-        latest = u
-      end
+    n = n + 1
+    -- A value this version cannot read is kept, and kept alive.
+    if u == nil or u == 0 then
+      forever = true
+    elseif u > latest then
+      latest = u
     end
   end
 end
@@ -109,38 +106,42 @@ elseif previous ~= '' then
 else
   status = 0
 end
+
 if n == 0 then
-  redis.call('DEL', key)
+  redis.call('DEL', key, vkey)
   return {status, 0, -1, previous}
 end
-if changed then
-  local seq = tonumber(string.match(version, '^(%d+):') or '0')
+if changed or redis.call('EXISTS', vkey) == 0 then
+  local old = redis.call('GET', vkey) or ''
+  local seq = tonumber(string.match(old, '^(%d+):') or '0')
   local t = redis.call('TIME')
-  redis.call('HSET', key, '', string.format('%d', seq + 1) .. ':' .. t[1] .. '.' .. t[2])
+  redis.call('SET', vkey, string.format('%d', seq + 1) .. ':' .. t[1] .. '.' .. t[2])
 end
 local at = 0
 if not forever then
   at = math.ceil(latest / 1000)
 end
-local cur = redis.call('PEXPIRETIME', key)
-if forever and cur ~= -1 then
-  redis.call('PERSIST', key)
-elseif not forever and cur ~= at then
-  redis.call('PEXPIREAT', key, string.format('%d', at))
+for _, k in ipairs({key, vkey}) do
+  local cur = redis.call('PEXPIRETIME', k)
+  if forever and cur ~= -1 then
+    redis.call('PERSIST', k)
+  elseif not forever and cur ~= at then
+    redis.call('PEXPIREAT', k, string.format('%d', at))
+  end
 end
 return {status, n, at, previous}`
 
-// Write sets or removes one identity's override in a policy's hash in one
+// Write sets or removes one identity's override under a policy in one
 // atomic step: it sweeps the entries whose Until has passed, checks the
-// bound on the hash's size, writes, bumps the hash's version and gives the
-// hash the expiry of its latest Until (none while an entry never expires),
-// so that an abandoned hash disappears. An identity of "" only sweeps.
+// bound on the policy's count, writes, sets a new version and gives both
+// keys the expiry of the latest Until (none while an entry never expires),
+// so that an abandoned policy disappears. An identity of "" only sweeps.
 //
 // Each value starts with its Until, in µs since the Unix epoch (0: never),
-// and a space. The field "" holds the hash's version, SEQ:SECONDS.MICROS
-// (a counter and the Redis TIME of the write): readers compare it with the
-// version of the copy they hold, and a hash that expired and was written
-// again never repeats a version.
+// and a space. The version, SEQ:SECONDS.MICROS (a counter and the Redis
+// TIME of the write), is what readers cache and compare with the version
+// of the copy they hold; a policy that expired and was written again never
+// repeats one.
 var Write = &WriteScript{Script: luart.Script{
 	Name:     "write",
 	Source:   writeSource,
@@ -155,8 +156,10 @@ type WriteScript struct {
 
 // WriteKeys are the KEYS of write.lua, in order.
 type WriteKeys struct {
-	// Overrides is KEYS[1]: the policy's hash: identity -> value, "" -> version
+	// Overrides is KEYS[1]: the policy's hash: identity -> value
 	Overrides string
+	// Version is KEYS[2]: the policy's version, in the hash's slot
+	Version string
 }
 
 // WriteArgs are the ARGV of write.lua, in order.
@@ -177,7 +180,7 @@ type WriteResult struct {
 	Status int64
 	// Count is reply element 2: identities in the hash afterwards
 	Count int64
-	// ExpireAt is reply element 3: the hash's expiry in ms since the Unix epoch; 0 none; -1 the hash is gone
+	// ExpireAt is reply element 3: the keys' expiry in ms since the Unix epoch; 0 none; -1 they are gone
 	ExpireAt int64
 	// Previous is reply element 4: the identity's value before the write, "" when it had none (or it had expired)
 	Previous string
@@ -192,11 +195,11 @@ func (s *WriteScript) Run(ctx context.Context, client rueidis.CommandClient, key
 // Call builds the call without sending it. Pass many calls to luart.Exec to
 // send them in one round trip, then decode each result with Decode.
 func (s *WriteScript) Call(keys WriteKeys, args WriteArgs) luart.Call {
-	v := []string{keys.Overrides, args.Identity, args.Value, luart.FormatInt(args.Now), luart.FormatInt(args.Max)}
+	v := []string{keys.Overrides, keys.Version, args.Identity, args.Value, luart.FormatInt(args.Now), luart.FormatInt(args.Max)}
 	return luart.Call{
 		Script: &s.Script,
-		Keys:   v[:1:1],
-		Args:   v[1:],
+		Keys:   v[:2:2],
+		Args:   v[2:],
 	}
 }
 
