@@ -116,7 +116,7 @@ func (e *env) inspect(args []string) int {
 		rem, reset, ovr := "-", "-", "-"
 		if in.Remaining != nil {
 			rem = strconv.FormatInt(*in.Remaining, 10)
-			reset = (time.Duration(*in.ResetMs) * time.Millisecond).String()
+			reset = roundDuration(time.Duration(*in.ResetMs) * time.Millisecond).String()
 		}
 		if in.Override != nil {
 			ovr = in.Override.Kind + " until " + in.until
@@ -208,4 +208,13 @@ func (e *env) reset(args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "reset %s under %s: its whole quota is back\n", id, o.policy)
 	return ExitOK
+}
+
+// roundDuration rounds d for people: to the second from 10 s on, to the
+// millisecond below.
+func roundDuration(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }

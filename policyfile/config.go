@@ -17,8 +17,9 @@ import (
 // file means. Version is derived when the file has none (see Version).
 type Config struct {
 	// Version names this version of the file in reload logs and metrics.
-	// When the file sets none, Parse sets it to the first 12 hex digits of
-	// the SHA-256 of the file's bytes, so any change gives a new version.
+	// When the file sets none, Parse sets it to "sha256:" and the first 16
+	// hex digits of the SHA-256 of the file's bytes, so any change gives a
+	// new version: the version reload.Watch reports for the same file.
 	Version string
 	// Shadow puts every policy in shadow mode: decided, counted, reported,
 	// never denied.

@@ -75,7 +75,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 	}
 	if c.Version == "" {
 		sum := sha256.Sum256(data)
-		c.Version = hex.EncodeToString(sum[:6])
+		c.Version = "sha256:" + hex.EncodeToString(sum[:8])
 	}
 	return c, nil
 }
