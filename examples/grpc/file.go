@@ -52,7 +52,7 @@ func newFileServer(ctx context.Context, cfg config, limiter *sluice.Limiter, cli
 		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	store, err := overrides.New(client, overrides.Options{Logger: log})
+	store, closeStore, err := overridesStore(cfg.redis, client, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,6 +71,7 @@ func newFileServer(ctx context.Context, cfg config, limiter *sluice.Limiter, cli
 	}
 	w, err := reload.Watch(ctx, cfg.configFile, policyfile.Load, apply, reload.Options{Logger: log})
 	if err != nil {
+		closeStore()
 		return nil, nil, fmt.Errorf("%s: %w", cfg.configFile, err)
 	}
 	hup := make(chan os.Signal, 1)
@@ -86,7 +87,7 @@ func newFileServer(ctx context.Context, cfg config, limiter *sluice.Limiter, cli
 			}
 		}
 	}()
-	stop := func() { signal.Stop(hup); close(done); _ = w.Close() }
+	stop := func() { signal.Stop(hup); close(done); _ = w.Close(); closeStore() }
 	return grpcServer(limits), stop, nil
 }
 
@@ -104,4 +105,27 @@ func printFileLimits(out io.Writer, path string) {
 		}
 		fmt.Fprintf(out, "  %-40s %q: %s\n", where, p.Name, what)
 	})
+}
+
+// overridesStore is the overrides of the Redis at addrs. On a real Redis
+// it has a client of its own with client-side caching on (the Limiter's
+// has it off: its every call is a script that writes), so that a call
+// asks Redis nothing about overrides until one changes; on the embedded
+// miniredis, which has no client tracking, it reads the Limiter's client
+// and keeps a local copy refreshed at most once a second.
+func overridesStore(addrs []string, client rueidis.Client, log *slog.Logger) (*overrides.Store, func(), error) {
+	if len(addrs) == 0 {
+		s, err := overrides.New(client, overrides.Options{Logger: log})
+		return s, func() {}, err
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, ForceSingleClient: len(addrs) == 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("overrides: cannot connect to Redis at %v: %w", addrs, err)
+	}
+	s, err := overrides.New(c, overrides.Options{Logger: log})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return s, c.Close, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/httplimit"
+	"github.com/sluice-go/sluice/internal/redisurl"
 	"github.com/sluice-go/sluice/overrides"
 	"github.com/sluice-go/sluice/policyfile"
 	"github.com/sluice-go/sluice/reload"
@@ -46,7 +47,7 @@ func limiterOptions(cfg config) ([]sluice.Option, *policyfile.Config, error) {
 // good one keeps serving.
 func startFileLimits(ctx context.Context, cfg config, limiter *sluice.Limiter, client rueidis.Client, stderr io.Writer) (*fileLimits, error) {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	store, err := overrides.New(client, overrides.Options{Logger: log})
+	store, closeStore, err := overridesStore(cfg.redis, client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +66,7 @@ func startFileLimits(ctx context.Context, cfg config, limiter *sluice.Limiter, c
 	}
 	w, err := reload.Watch(ctx, cfg.configFile, policyfile.Load, apply, reload.Options{Logger: log})
 	if err != nil {
+		closeStore()
 		return nil, err
 	}
 	fl.watcher = w
@@ -81,6 +83,38 @@ func startFileLimits(ctx context.Context, cfg config, limiter *sluice.Limiter, c
 			}
 		}
 	}()
-	fl.stop = func() { signal.Stop(hup); close(done); w.Close() }
+	fl.stop = func() { signal.Stop(hup); close(done); w.Close(); closeStore() }
 	return fl, nil
+}
+
+// overridesStore is the overrides of the Redis -redis names. On a real
+// Redis it has a client of its own with client-side caching on (the
+// Limiter's has it off: its every call is a script that writes), so that a
+// request asks Redis nothing about overrides until one changes; on the
+// embedded miniredis, which has no client tracking, or a Redis that does
+// not answer at start-up, it reads the Limiter's client and keeps a local
+// copy refreshed at most once a second.
+func overridesStore(redisFlag string, client rueidis.Client, log *slog.Logger) (*overrides.Store, func(), error) {
+	if redisFlag == "" {
+		s, err := overrides.New(client, overrides.Options{Logger: log})
+		return s, func() {}, err
+	}
+	opt, err := redisurl.Parse(redisFlag)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		// Redis is down at start-up: the Limiter's client, which dials
+		// again on later calls, serves the overrides from a local copy.
+		log.Warn("overrides: Redis unreachable; overrides apply once it answers, refreshed every second", "err", err)
+		s, err := overrides.New(client, overrides.Options{Logger: log, Cache: overrides.CacheLocal})
+		return s, func() {}, err
+	}
+	s, err := overrides.New(c, overrides.Options{Logger: log})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return s, c.Close, nil
 }
