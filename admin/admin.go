@@ -165,8 +165,10 @@ func (r *redisFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&r.timeout, "timeout", 10*time.Second, "give up on Redis after this long")
 }
 
-// connection is an open Redis client and what the commands build on it.
+// connection is an open Redis client, what the commands build on it, and
+// the context bounding the command's calls (-timeout).
 type connection struct {
+	ctx    context.Context
 	client rueidis.Client
 	store  *overrides.Store
 	close  func()
@@ -192,7 +194,8 @@ func (e *env) open(r redisFlags) (*connection, error) {
 		client.Close()
 		return nil, err
 	}
-	return &connection{client: client, store: store, close: client.Close}, nil
+	ctx, cancel := e.withTimeout(r.timeout)
+	return &connection{ctx: ctx, client: client, store: store, close: func() { cancel(); client.Close() }}, nil
 }
 
 // limiter is a Limiter on c that fails closed: a command must see Redis's

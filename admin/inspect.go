@@ -53,10 +53,7 @@ func (e *env) inspect(args []string) int {
 	if err != nil {
 		return e.failf("%v", err)
 	}
-	ctx, cancel := e.withTimeout(rf.timeout)
-	defer cancel()
-	req, err := newRequest(ctx, c, fs.Args())
-	if err != nil {
+	if _, err := newRequest(e.ctx, c, fs.Args()); err != nil {
 		return e.usage(fs, "%v", err)
 	}
 	conn, err := e.open(rf)
@@ -64,6 +61,8 @@ func (e *env) inspect(args []string) int {
 		return e.failf("%v", err)
 	}
 	defer conn.close()
+	ctx := conn.ctx
+	req, _ := newRequest(ctx, c, fs.Args()) // checked above; now bound by -timeout
 	lim, err := conn.limiter(rf.prefix)
 	if err != nil {
 		return e.failf("%v", err)
@@ -198,8 +197,7 @@ func (e *env) reset(args []string) int {
 		return e.failf("%v", err)
 	}
 	defer lim.Close()
-	ctx, cancel := e.withTimeout(o.redis.timeout)
-	defer cancel()
+	ctx := conn.ctx
 	if err := lim.Reset(ctx, id, limit); err != nil {
 		return e.failf("%v", err)
 	}

@@ -182,8 +182,7 @@ func (e *env) overrideSet(args []string) int {
 		return e.failf("%v", err)
 	}
 	defer conn.close()
-	ctx, cancel := e.withTimeout(o.redis.timeout)
-	defer cancel()
+	ctx := conn.ctx
 	if err := conn.store.Set(ctx, ov); err != nil {
 		return e.failf("%v", err)
 	}
@@ -224,8 +223,7 @@ func (e *env) overrideGetRemove(get bool, args []string) int {
 		return e.failf("%v", err)
 	}
 	defer conn.close()
-	ctx, cancel := e.withTimeout(o.redis.timeout)
-	defer cancel()
+	ctx := conn.ctx
 	if !get {
 		removed, err := conn.store.Remove(ctx, o.policy, id)
 		if err != nil {
@@ -279,8 +277,7 @@ func (e *env) overrideList(args []string) int {
 		return e.failf("%v", err)
 	}
 	defer conn.close()
-	ctx, cancel := e.withTimeout(o.redis.timeout)
-	defer cancel()
+	ctx := conn.ctx
 	list, err := conn.store.List(ctx, o.policy)
 	if err != nil {
 		return e.failf("%v", err)
