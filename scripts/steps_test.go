@@ -139,15 +139,16 @@ var tables = []table{
 		},
 	},
 	{
-		// Each limit has its own key, holding what gcra keeps: "tat" or
-		// "tat:r".
+		// Each limit has its own key, holding what gcra keeps:
+		// "tat:r:l:p".
 		name:   "gcra_multi",
 		script: "gcra_multi",
 		limits: [][]string{{"2", "1000000", "2"}, {"3", "10000000", "3"}}, // 2 per s (burst 2) AND 3 per 10 s (burst 3)
 		steps: []step{
 			withValues(withLives(rate(0, 1, 1, 1, 0, 3_333_334, 1), 500*ms, 3_333_334), func(start int64) []string {
-				// T = 500 ms, and 10 s/3 = 3,333,333 µs + 1/3 µs.
-				return []string{itoa(start + 500*ms), itoa(start+3_333_333) + ":1"}
+				// T = 500 ms, and 10 s/3 = 3,333,333 µs + 1/3 µs; each with
+				// its rate in lowest terms (1 per 500,000 µs, 3 per 10 s).
+				return []string{itoa(start+500*ms) + ":0:1:500000", itoa(start+3_333_333) + ":1:3:10000000"}
 			}),
 			withLives(rate(0, 1, 1, 0, 0, 6_666_667, 1), 1*sec, 6_666_667),
 			rate(0, 1, 0, 0, 500*ms, 6_666_667, 1),                                                // the 2/s limit decides
@@ -261,22 +262,29 @@ var skewTables = []table{
 		},
 	},
 	{
-		// A limit changed between calls: a lower rate rounds the stored TAT
-		// up to a whole µs; a smaller burst caps the stored level.
+		// A limit changed between calls (see bucketChangeSteps).
 		name: "gcra_changed", script: "gcra", params: []string{"3", "1000000", "5"},
-		steps: []step{
-			rate(0, 2, 1, 3, 0, 666_667),
-			withParams(rate(0, 1, 1, 3, 0, 1_666_667), "1", "1000000", "5"),
-		},
+		steps: bucketChangeSteps,
 	},
 	{
 		name: "token_bucket_changed", script: "token_bucket", params: []string{"3", "1000000", "5"},
-		steps: []step{
-			rate(0, 1, 1, 4, 0, 333_334),
-			withParams(rate(0, 0, 1, 2, 0, 0), "3", "1000000", "2"),
-			withParams(rate(0, 2, 1, 0, 0, 666_667), "3", "1000000", "2"),
-		},
+		steps: bucketChangeSteps,
 	},
+}
+
+// bucketChangeSteps change the numbers of a token bucket or GCRA of 3 per s
+// and a burst of 5 between calls, on one state: both must give exactly
+// these replies. The tokens missing carry over; they refill at the rate
+// they were taken at until the next admission, which writes them, rounded
+// up to whole tokens, under the new rate.
+var bucketChangeSteps = []step{
+	rate(0, 2, 1, 3, 0, 666_667),
+	withParams(rate(0, 0, 1, 0, 0, 666_667), "3", "1000000", "2"),          // burst 2: the 2 missing leave none
+	withParams(rate(0, 1, 0, 0, 333_334, 666_667), "3", "1000000", "2"),    // until one refills at 3 per s
+	withParams(rate(0, 1, 1, 2, 0, 3*sec), "1", "1000000", "5"),            // 1 per s: 2 + 1 missing, refilled at 1 per s
+	withParams(rate(500*ms, 0, 1, 7, 0, 2500*ms), "1", "1000000", "10"),    // burst 10: 10 - 2.5 at once
+	withParams(rate(500*ms, 1, 1, 1, 0, 400*ms), "10", "1000000", "5"),     // 10 per s: ceil(2.5) + 1 missing, refilled at 10 per s
+	withParams(rate(500*ms, 5, 0, 1, 400*ms, 400*ms), "1", "1000000", "5"), // 1 per s: what is missing still refills at 10 per s
 }
 
 // bucketSteps runs on the token bucket and on GCRA alike with 3 per s and a
