@@ -20,7 +20,7 @@ const (
 )
 
 // RefundSHA1 is the SHA1 of refund.lua, as SCRIPT LOAD returns it.
-const RefundSHA1 = "131f2caf67c56637d87df5c6bfb9b156b9b94fcb"
+const RefundSHA1 = "c94022f00c5f2fd37843973e6e9f8322c0692c89"
 
 // refundSource is refund.lua, byte for byte.
 const refundSource = `-- Refund gives back the charges a batch decision made for one identity
@@ -51,7 +51,8 @@ const refundSource = `-- Refund gives back the charges a batch decision made for
 -- A key that is missing, of another type or of another form has nothing to
 -- give back; nor has one written under other numbers than the charge's (the
 -- limit changed between the charge and the refund: another rate for gcra
--- and token_bucket). Times are in µs.
+-- and token_bucket, another period for fixed_window and sliding_window).
+-- Times are in µs.
 --
 -- @script refund
 -- @key states...      the keys charged, 1 to 16, all in one hash slot
@@ -328,16 +329,23 @@ local function fixed_window(key, period, cost, reset)
   if not w or type(v) ~= 'string' then
     return false
   end
-  local sw, sn = string.match(v, '^(%d+):(%d+)$')
-  sw, sn = tonumber(sw), tonumber(sn)
-  if sw ~= w or not sn or sn < cost then
+  local st, sn, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+  st, sn, sp = tonumber(st), tonumber(sn), tonumber(sp)
+  if not st then
+    st, sn = string.match(v, '^(%d+):(%d+)$')
+    st, sn, sp = tonumber(st), tonumber(sn), period
+    if st then
+      st = st * period
+    end
+  end
+  if not (st and sn and sp == period and floor(st / period) == w and sn >= cost) then
     return false
   end
   sn = sn - cost
   if sn == 0 then
     redis.call('DEL', key)
   else
-    put(key, format('%d:%d', sw, sn), (sw + 1) * period - now)
+    put(key, format('%d:%d:%d', st, sn, period), (w + 1) * period - now)
   end
   return true
 end
@@ -348,11 +356,19 @@ local function sliding_window(key, period, cost, reset)
   if not w or type(v) ~= 'string' then
     return false
   end
-  local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
-  if not (sw and sc and sp) then
-    return false
+  local st, sc, sp, sd = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), tonumber(sd)
+  if not st then
+    st, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+    st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), period
+    if st then
+      st = st * period
+    end
   end
+  if not (st and sc and sp and sd == period) then
+    return false -- another form, or counted under another period
+  end
+  local sw = floor(st / period)
   if sw == w and sc >= cost then
     sc = sc - cost
   elseif sw == w + 1 and sp >= cost then
@@ -366,7 +382,7 @@ local function sliding_window(key, period, cost, reset)
   elseif sp > 0 then
     life = (sw + 1) * period - now
   end
-  put(key, format('%d:%d:%d', sw, sc, sp), life)
+  put(key, format('%d:%d:%d:%d', st, sc, sp, period), life)
   return true
 end
 
@@ -467,7 +483,8 @@ return {changed}`
 // A key that is missing, of another type or of another form has nothing to
 // give back; nor has one written under other numbers than the charge's (the
 // limit changed between the charge and the refund: another rate for gcra
-// and token_bucket). Times are in µs.
+// and token_bucket, another period for fixed_window and sliding_window).
+// Times are in µs.
 var Refund = &RefundScript{Script: luart.Script{
 	Name:     "refund",
 	Source:   refundSource,

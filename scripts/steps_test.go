@@ -178,13 +178,13 @@ var tables = []table{
 	},
 	{
 		// Each limit has its own key, holding what sliding_window keeps:
-		// "w:c:p".
+		// "t:c:p:d".
 		name:   "sliding_window_multi",
 		script: "sliding_window_multi",
 		limits: [][]string{{"2", "1000000"}, {"3", "10000000"}}, // 2 per s AND 3 per 10 s
 		steps: []step{
 			withValues(withLives(rate(0, 1, 1, 1, 0, 20*sec, 1), 2*sec, 20*sec), func(start int64) []string {
-				return []string{itoa(start/sec) + ":1:0", itoa(start/(10*sec)) + ":1:0"}
+				return []string{itoa(start) + ":1:0:1000000", itoa(start) + ":1:0:10000000"}
 			}),
 			withLives(rate(500*ms, 1, 1, 0, 0, 19_500_000, 1), 1500*ms, 19_500_000),
 			rate(1200*ms, 1, 0, 0, 300*ms, 18_800_000, 1),
