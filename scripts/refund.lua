@@ -371,8 +371,8 @@ local function sliding_log(key, period, cost)
   local ttl = redis.call('PTTL', key)
   local at
   for j = 1, #recent, 2 do
-    local total, c = string.match(recent[j], '^(%d+):(%d+)$')
-    if not total or #total ~= 16 then
+    local total, c, rest = string.match(recent[j], '^(%d+):(%d+)(:?%d*)$')
+    if not total or #total ~= 16 or rest == ':' then
       return false
     end
     if not at and tonumber(c) == cost then
@@ -382,7 +382,7 @@ local function sliding_log(key, period, cost)
       -- Renamed in place, the new name first so that the set never
       -- empties: its total is below the old one and above every earlier
       -- member's, so no member has that name.
-      redis.call('ZADD', key, recent[j + 1], format('%016d:%s', tonumber(total) - cost, c))
+      redis.call('ZADD', key, recent[j + 1], format('%016d:%s%s', tonumber(total) - cost, c, rest))
       redis.call('ZREM', key, recent[j])
     end
   end

@@ -20,7 +20,7 @@ const (
 )
 
 // RefundSHA1 is the SHA1 of refund.lua, as SCRIPT LOAD returns it.
-const RefundSHA1 = "c94022f00c5f2fd37843973e6e9f8322c0692c89"
+const RefundSHA1 = "4458554d5dc05206303fd3a5741b50a0616d1158"
 
 // refundSource is refund.lua, byte for byte.
 const refundSource = `-- Refund gives back the charges a batch decision made for one identity
@@ -396,8 +396,8 @@ local function sliding_log(key, period, cost)
   local ttl = redis.call('PTTL', key)
   local at
   for j = 1, #recent, 2 do
-    local total, c = string.match(recent[j], '^(%d+):(%d+)$')
-    if not total or #total ~= 16 then
+    local total, c, rest = string.match(recent[j], '^(%d+):(%d+)(:?%d*)$')
+    if not total or #total ~= 16 or rest == ':' then
       return false
     end
     if not at and tonumber(c) == cost then
@@ -407,7 +407,7 @@ local function sliding_log(key, period, cost)
       -- Renamed in place, the new name first so that the set never
       -- empties: its total is below the old one and above every earlier
       -- member's, so no member has that name.
-      redis.call('ZADD', key, recent[j + 1], format('%016d:%s', tonumber(total) - cost, c))
+      redis.call('ZADD', key, recent[j + 1], format('%016d:%s%s', tonumber(total) - cost, c, rest))
       redis.call('ZREM', key, recent[j])
     end
   end

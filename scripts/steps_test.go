@@ -39,20 +39,20 @@ var tables = []table{
 		steps: []step{
 			rate(0, 1, 1, 2, 0, 1*sec),
 			withMembers(rate(0, 1, 1, 1, 0, 1*sec), // same timestamp: a second, distinct member
-				logged(0, 1, 1), logged(0, 2, 1)),
+				logged(0, 1, 1, 1*sec), logged(0, 2, 1, 1*sec)),
 			rate(400*ms, 0, 1, 1, 0, 600*ms),
 			rate(400*ms, 1, 1, 0, 0, 1*sec),
 			rate(500*ms, 2, 0, 0, 500*ms, 900*ms), // both units at 0 must leave
 			rate(500*ms, 4, 0, 0, -1, 900*ms),
 			rate(999_999, 1, 0, 0, 1, 400_001),
 			withMembers(rate(1*sec, 2, 1, 0, 0, 1*sec), // the units at 0 are out; trimmed on write
-				logged(400*ms, 3, 1), logged(1*sec, 5, 2)),
+				logged(400*ms, 3, 1, 1*sec), logged(1*sec, 5, 2, 1*sec)),
 			rate(1*sec, 1, 0, 0, 400*ms, 1*sec),
 			persist(rate(1200*ms, 0, 1, 0, 0, 800*ms)),
 			rate(1400*ms, 1, 1, 0, 0, 1*sec),
 			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL: the running total restarts
 			withMembers(rate(9*sec, 0, 1, 0, 0, 1*sec),
-				logged(9*sec, 3, 3)),
+				logged(9*sec, 3, 3, 1*sec)),
 			rate(9_123_457, 1, 0, 0, 876_543, 876_543),
 		},
 	},
@@ -68,7 +68,7 @@ var tables = []table{
 			rate(100*ms, 3, 1, 5, 0, 1*sec),
 			rate(200*ms, 1, 1, 4, 0, 1*sec),
 			withMembers(rate(300*ms, 4, 1, 0, 0, 1*sec),
-				logged(0, 2, 2), logged(100*ms, 5, 3), logged(200*ms, 6, 1), logged(300*ms, 10, 4)),
+				logged(0, 2, 2, 1*sec), logged(100*ms, 5, 3, 1*sec), logged(200*ms, 6, 1, 1*sec), logged(300*ms, 10, 4, 1*sec)),
 			rate(400*ms, 1, 0, 0, 600*ms, 900*ms),  // the request at 0 must leave
 			rate(400*ms, 3, 0, 0, 700*ms, 900*ms),  // 3 units: the one at 100 ms too
 			rate(400*ms, 5, 0, 0, 700*ms, 900*ms),  // 5 units: exactly those two
@@ -78,7 +78,7 @@ var tables = []table{
 			rate(400*ms, 11, 0, 0, -1, 900*ms),
 			rate(1050*ms, 3, 0, 2, 50*ms, 250*ms), // the request at 0 is out: 8 counted
 			withMembers(rate(1100*ms, 3, 1, 2, 0, 1*sec), // trimmed: the totals go on
-				logged(200*ms, 6, 1), logged(300*ms, 10, 4), logged(1100*ms, 13, 3)),
+				logged(200*ms, 6, 1, 1*sec), logged(300*ms, 10, 4, 1*sec), logged(1100*ms, 13, 3, 1*sec)),
 			rate(1100*ms, 5, 0, 2, 200*ms, 1*sec), // 3 units must leave: those at 200 and 300 ms
 			rate(1100*ms, 9, 0, 2, 1*sec, 1*sec),  // 7 units: all three
 		},
@@ -234,7 +234,7 @@ var skewTables = []table{
 		steps: []step{
 			rate(1*sec, 1, 1, 1, 0, 1*sec),
 			withMembers(rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
-				logged(1*sec, 1, 1), logged(1*sec, 2, 1)),
+				logged(1*sec, 1, 1, 1*sec), logged(1*sec, 2, 1, 1*sec)),
 			rate(600*ms, 1, 0, 0, 1400*ms, 1400*ms),
 		},
 	},
