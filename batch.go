@@ -326,10 +326,12 @@ func (b *batch) fromCache(ctx context.Context) bool {
 			continue
 		}
 		r, ok := l.denials.get(b.keys[i], b.sent)
-		if !ok {
+		if !ok || r.Limit != c.Limit {
+			// None, or a denial under other numbers of the same name (a
+			// reloaded policy, an override): only Redis knows what the
+			// state means under these.
 			continue
 		}
-		r.Limit = c.Limit
 		if c.Cost == 0 && !c.peek {
 			// A report: always allowed, and nothing is left, since a
 			// cost of 1 cannot be admitted yet.
