@@ -194,15 +194,19 @@ if found then
     -- The count is in the window holding t: under another period, the new
     -- window holding t, and only until its own window would have ended.
     local sw = floor(st / period)
-    local send = (floor(st / sp) + 1) * sp
-    if sw >= win and now < send then
-      used, at, win = sn, st, sw
-      wend = (win + 1) * period
-      if send < wend then
-        wend = send
+    if sw >= win then
+      local send = (sw + 1) * period
+      if sp ~= period then
+        local own = (floor(st / sp) + 1) * sp
+        if own < send then
+          send = own
+        end
       end
-      if at < now then
-        at = now
+      if now < send then
+        used, at, win, wend = sn, st, sw, send
+        if at < now then
+          at = now
+        end
       end
     end
   end

@@ -20,7 +20,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "d7c79a47e43ef8ca7e156cac2260e0f093d67f06"
+const FixedWindowSHA1 = "57d8988ea7da88dd13cdb39a5bd1792a46d213fb"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -219,15 +219,19 @@ if found then
     -- The count is in the window holding t: under another period, the new
     -- window holding t, and only until its own window would have ended.
     local sw = floor(st / period)
-    local send = (floor(st / sp) + 1) * sp
-    if sw >= win and now < send then
-      used, at, win = sn, st, sw
-      wend = (win + 1) * period
-      if send < wend then
-        wend = send
+    if sw >= win then
+      local send = (sw + 1) * period
+      if sp ~= period then
+        local own = (floor(st / sp) + 1) * sp
+        if own < send then
+          send = own
+        end
       end
-      if at < now then
-        at = now
+      if now < send then
+        used, at, win, wend = sn, st, sw, send
+        if at < now then
+          at = now
+        end
       end
     end
   end

@@ -231,9 +231,9 @@ local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
 else
-  local room = MAX
-  if burst - cost <= floor(MAX / wp) then
-    room = (burst - cost) * wp
+  local room = (burst - cost) * wp
+  if wp ~= period and room > MAX then
+    room = MAX
   end
   local wait = d - floor((room - rem) / wl)
   if wait > 0 and cost > 0 then

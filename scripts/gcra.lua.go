@@ -20,7 +20,7 @@ const (
 )
 
 // GCRASHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GCRASHA1 = "3a9f5be7a01ecd15d5e4fdedf210bf1b31e58f0d"
+const GCRASHA1 = "69e267b893dff7038b5dd6cc639c226ba0c2f72b"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -256,9 +256,9 @@ local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
 else
-  local room = MAX
-  if burst - cost <= floor(MAX / wp) then
-    room = (burst - cost) * wp
+  local room = (burst - cost) * wp
+  if wp ~= period and room > MAX then
+    room = MAX
   end
   local wait = d - floor((room - rem) / wl)
   if wait > 0 and cost > 0 then
