@@ -231,8 +231,8 @@ func (s *SlidingWindow) Capacity() int64 { return s.Limit }
 // and is full when it would have been. When the rate (Limit per Period)
 // changes, what is missing keeps refilling at the old rate until the next
 // admission, which rounds it up to whole tokens and writes it under the new
-// rate: the bucket is never fuller for a lower rate, nor emptier for a
-// higher one, than had the rate not changed.
+// rate: a lower rate never leaves the bucket fuller than the old one would
+// have, and a higher one refills it faster from that admission on.
 type bucket struct {
 	// deficit is the tokens missing at time last, refilled at wl/wp tokens
 	// per µs (the rate in lowest terms); wl is 0 while nothing was taken.
