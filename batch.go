@@ -327,7 +327,10 @@ func (b *batch) fromCache(ctx context.Context) bool {
 		}
 		r, ok := l.denials.get(b.keys[i], b.sent)
 		if !ok || r.Limit != c.Limit {
-			continue // (a denial under other numbers of this name, before an override or a reload changed them, does not hold)
+			// None, or a denial under other numbers of the same name (a
+			// reloaded policy, an override): only Redis knows what the
+			// state means under these.
+			continue
 		}
 		if c.Cost == 0 && !c.peek {
 			// A report: always allowed, and nothing is left, since a

@@ -194,17 +194,20 @@ func commandCalls(t *testing.T, s *redisserver.Server, command string) int64 {
 // fixedWindowCount is the cost a fixed-window key holds on s (field n).
 func fixedWindowCount(t *testing.T, s *redisserver.Server, key string) int64 {
 	t.Helper()
-	v, err := s.Command("GET", key) // "w:n": the window index and the cost admitted in it
+	v, err := s.Command("GET", key) // "t:n:p": the last admission, the cost admitted in its window, the window length
 	if err != nil {
 		t.Fatalf("GET %s: %v", key, err)
 	}
 	if v == "" {
 		return 0
 	}
-	_, count, ok := strings.Cut(v, ":")
-	n, err := strconv.ParseInt(count, 10, 64)
-	if !ok || err != nil {
-		t.Fatalf("GET %s = %q, want w:n", key, v)
+	f := strings.Split(v, ":")
+	if len(f) != 3 {
+		t.Fatalf("GET %s = %q, want t:n:p", key, v)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatalf("GET %s = %q, want t:n:p", key, v)
 	}
 	return n
 }

@@ -20,7 +20,7 @@ const (
 )
 
 // FixedWindowSHA1 is the SHA1 of fixed_window.lua, as SCRIPT LOAD returns it.
-const FixedWindowSHA1 = "97b165429a30001ba9595d4fb1dbc582d753372b"
+const FixedWindowSHA1 = "57d8988ea7da88dd13cdb39a5bd1792a46d213fb"
 
 // fixedWindowSource is fixed_window.lua, byte for byte.
 const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limit: at most limit units of
@@ -33,8 +33,15 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- the next window; reset_after is the time until the window's count is
 -- gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
 --
+-- When the limit changes, the count carries over and is held against the
+-- new limit. When the period changes, the count stands at the time of the
+-- last admission: it counts while the new window holding now holds that
+-- time, and at most until its own window would have ended; the next
+-- admission writes it, with its cost, into the new window holding now
+-- (docs/algorithms.md, "When a limit changes").
+--
 -- @script fixed_window
--- @key state          string "w:n": the window index w and the cost n admitted in window w
+-- @key state          string "t:n:p": the cost n admitted in the window of length p µs holding t, the time of the last admission
 -- @arg limit int      units admitted per window, >= 1
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
@@ -45,14 +52,16 @@ const fixedWindowSource = `-- FixedWindow checks and charges a fixed-window limi
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until the window's count is gone
 
--- State: the window index is stored next to the count, so a key that
--- outlives its window (or a client clock that disagrees with the server's)
--- never carries a count into the wrong window. A window index ahead of the
--- caller's clock (another client's clock runs ahead) is kept: the request is
--- counted in that later window, which never admits more than limit per
--- window. TTL: the time until the end of the window, rounded up to whole ms
--- and at least 2 ms, written with the value by SET ... PX. Memory: one
--- string of at most 33 bytes per identity.
+-- State: the time of the last admission and the window length are stored
+-- next to the count, so a key that outlives its window (or a client clock
+-- that disagrees with the server's, or a changed period) never carries a
+-- count into the wrong window. A window ahead of the caller's clock
+-- (another client's clock runs ahead) is kept: the request is counted in
+-- that later window, which never admits more than limit per window. TTL:
+-- the time until the end of the window, rounded up to whole ms and at least
+-- 2 ms, written with the value by SET ... PX; a count is never read past
+-- the end of the window it was written in. Memory: one string of at most
+-- 50 bytes per identity (about 29 for a window of a minute).
 
 -- Cost per decision: GET, then SET ... PX when a request is counted, else
 -- PTTL when the key exists (TIME first when now is unset); the arguments
@@ -182,34 +191,62 @@ if not now then
   now = t[1] * 1000000 + t[2]
 end
 
--- State: "w:n". A missing key reads as no count; so does a value of
--- another form or a key of another type (such as the hash earlier versions
--- kept), which the next admission replaces.
+-- State: "t:n:p": the cost n admitted in the window of length p holding
+-- t, where t is the time of the last admission (or the start of the window
+-- it was counted in, when that was ahead of the caller's clock) and p the
+-- window length it was counted under. A missing key reads as no count; so
+-- does a value of another form or a key of another type (such as the hash
+-- earlier versions kept), which the next admission replaces. "w:n", which
+-- earlier versions wrote (the window index w), reads as counted under the
+-- caller's period.
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
 local found = type(v) == 'string'
 local win = floor(now / period)
-local used = 0
+local wend = (win + 1) * period -- when the count ends
+local used, at = 0, now
 if found then
-  local sw, sn = string.match(v, '^(%d+):(%d+)$')
-  sw, sn = tonumber(sw), tonumber(sn)
-  if sw and sn and sw <= MAX and sn <= MAX then
-    if sw > win then
-      win = sw
+  local st, sn, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+  st, sn, sp = tonumber(st), tonumber(sn), tonumber(sp)
+  if not st then
+    st, sn = string.match(v, '^(%d+):(%d+)$')
+    st, sn, sp = tonumber(st), tonumber(sn), period
+    if st then
+      st = st * period
     end
-    if sw == win then
-      used = sn
+  end
+  if st and sn and st <= 2 * MAX and sn <= MAX and sp >= 1 and sp <= MAX_PERIOD then
+    -- The count is in the window holding t: under another period, the new
+    -- window holding t, and only until its own window would have ended.
+    local sw = floor(st / period)
+    if sw >= win then
+      local send = (sw + 1) * period
+      if sp ~= period then
+        local own = (floor(st / sp) + 1) * sp
+        if own < send then
+          send = own
+        end
+      end
+      if now < send then
+        used, at, win, wend = sn, st, sw, send
+        if at < now then
+          at = now
+        end
+      end
     end
   end
 end
-local wend = (win + 1) * period - now -- µs until the window ends
+wend = wend - now -- µs until the count ends
 
 local allowed, retry = 0, 0
 if cost > limit then
   retry = -1
-elseif used + cost <= limit then
+elseif used + cost <= limit or cost == 0 then
   allowed = 1
-  used = used + cost
+  if cost > 0 then
+    used = used + cost
+    wend = (win + 1) * period - now -- written under this period
+  end
 else
   retry = wend
 end
@@ -229,7 +266,7 @@ if allowed == 1 and cost > 0 and not peek then
   if ms < 2 then
     ms = 2
   end
-  redis.call('SET', key, format('%d:%d', win, used), 'PX', format('%d', ms))
+  redis.call('SET', key, format('%d:%d:%d', at, used, period), 'PX', format('%d', ms))
 elseif found and not peek and redis.call('PTTL', key) == -1 then
   lib().expire_in(key, reset) -- repair a key found without TTL
 end
@@ -244,6 +281,13 @@ return {allowed, remaining, retry, reset}`
 // retry_after is 0 when allowed, -1 when cost > limit, else the time until
 // the next window; reset_after is the time until the window's count is
 // gone. A denied request, a cost of 0 and a peek change nothing. Times are in µs.
+//
+// When the limit changes, the count carries over and is held against the
+// new limit. When the period changes, the count stands at the time of the
+// last admission: it counts while the new window holding now holds that
+// time, and at most until its own window would have ended; the next
+// admission writes it, with its cost, into the new window holding now
+// (docs/algorithms.md, "When a limit changes").
 var FixedWindow = &FixedWindowScript{Script: luart.Script{
 	Name:     "fixed_window",
 	Source:   fixedWindowSource,
@@ -258,7 +302,7 @@ type FixedWindowScript struct {
 
 // FixedWindowKeys are the KEYS of fixed_window.lua, in order.
 type FixedWindowKeys struct {
-	// State is KEYS[1]: string "w:n": the window index w and the cost n admitted in window w
+	// State is KEYS[1]: string "t:n:p": the cost n admitted in the window of length p µs holding t, the time of the last admission
 	State string
 }
 

@@ -20,7 +20,7 @@ const (
 )
 
 // GCRASHA1 is the SHA1 of gcra.lua, as SCRIPT LOAD returns it.
-const GCRASHA1 = "8664b3f3d4a310c33b1ae5d6d61b41598f30eee5"
+const GCRASHA1 = "69e267b893dff7038b5dd6cc639c226ba0c2f72b"
 
 // gcraSource is gcra.lua, byte for byte.
 const gcraSource = `-- GCRA checks and charges a GCRA (generic cell rate algorithm) limit with
@@ -37,8 +37,14 @@ const gcraSource = `-- GCRA checks and charges a GCRA (generic cell rate algorit
 -- change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 -- exceed 2^52.
 --
+-- When the limit changes, TAT stays: until the next admission the time it
+-- stands ahead of now counts in intervals of the rate it was written under
+-- (the tokens the bucket misses), held against the new burst; that
+-- admission rounds them up to whole intervals and moves TAT on under the
+-- new rate (docs/algorithms.md, "When a limit changes").
+--
 -- @script gcra
--- @key state          string "tat" or "tat:r": TAT in whole µs and its fraction r > 0 in 1/l µs, l = limit/gcd(limit, period)
+-- @key state          string "tat:r:l:p": TAT in whole µs and its fraction r in 1/l µs, written under the rate l/p = limit/period in lowest terms
 -- @arg limit int      requests per period, >= 1
 -- @arg period int     period in µs, >= 1
 -- @arg burst int      requests admitted at once, >= 1
@@ -57,8 +63,9 @@ const gcraSource = `-- GCRA checks and charges a GCRA (generic cell rate algorit
 -- comparison is an exact integer one: no drift however long it runs, and
 -- the same decisions as the token bucket. TTL: until TAT, rounded up to
 -- whole ms and at least 2 ms (a missing key reads as TAT <= now), written
--- with the value by SET ... PX. Memory: one string of at most 33 bytes per
--- identity.
+-- with the value by SET ... PX; no change of the limit moves TAT, so none
+-- outlives it. Memory: one string of at most 67 bytes per identity (27 for
+-- 100 per minute).
 
 -- Cost per decision: GET, then SET ... PX when a request is charged, else
 -- PTTL when the key exists (TIME first when now is unset); the arguments
@@ -207,59 +214,85 @@ if not now then
   now = t[1] * 1000000 + t[2]
 end
 
--- State: "tat" when r is 0, else "tat:r". A missing key reads as TAT <= now;
--- so does a key of another type (such as the hash earlier versions kept)
--- or a string that is neither an integer below 2^53 nor "integer:integer",
--- which the next admission replaces.
+-- State: "tat:r:l:p": TAT = tat + r/l µs, written under the rate l/p in
+-- lowest terms. A missing key reads as TAT <= now; so does a key of
+-- another type (such as the hash earlier versions kept) or a string of
+-- another form, which the next admission replaces. "tat" and "tat:r",
+-- which earlier versions wrote, read as written under the caller's rate.
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
 local found = type(v) == 'string'
-local tat, rem = now, 0 -- TAT = tat + rem/limit, never earlier than now
+local tat, rem = now, 0 -- TAT = tat + rem/wl, never earlier than now
+local wl, wp = limit, period -- the rate TAT was written under
 if found then
-  local st, sr = tonumber(v), 0
+  local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
   if not st then
-    st, sr = string.match(v, '^(%d+):(%d+)$')
-    st, sr = tonumber(st), tonumber(sr)
+    st, sr, sl, sp = tonumber(v), 0, limit, period
+    if not st then
+      st, sr = string.match(v, '^(%d+):(%d+)$')
+      st, sr = tonumber(st), tonumber(sr)
+    end
+    if st and sr and sr >= limit then
+      st, sr = st + 1, 0 -- a remainder of another limit: round TAT up
+    end
   end
-  if st and sr and st % 1 == 0 and st <= 2 * MAX then
-    if sr >= limit then
-      st, sr = st + 1, 0 -- limit lowered since the write: round TAT up
-    end
-    if st > now or (st == now and sr > 0) then
-      tat, rem = st, sr
-    end
+  if st and sr and st % 1 == 0 and st <= 2 * MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD
+      and sr < sl and (st > now or (st == now and sr > 0)) then
+    tat, rem, wl, wp = st, sr, sl, sp
   end
 end
 
--- Allowed iff (tat-now)*limit + rem + cost*period <= bp, compared as
--- tat-now <= floor((bp - cost*period - rem)/limit) without forming
--- (tat-now)*limit, which a far-ahead TAT could make inexact; the
--- difference is the wait.
+-- Until the next admission, TAT - now counts in intervals of the rate it
+-- was written under, wp/wl (the tokens the bucket misses), and the burst is
+-- the caller's: allowed iff (tat-now)*wl + rem + cost*wp <= burst*wp,
+-- compared as tat-now <= floor((burst*wp - cost*wp - rem)/wl) without
+-- forming (tat-now)*wl, which a far-ahead TAT could make inexact; the
+-- difference is the wait. (Under the caller's rate, burst*period <= 2^52;
+-- under another, a product past 2^52 is capped there, which can only
+-- lengthen a wait.)
+local d = tat - now
 local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
 else
-  local cp = cost * period
-  local wait = tat - now - floor((bp - cp - rem) / limit)
-  if wait > 0 then
+  local room = (burst - cost) * wp
+  if wp ~= period and room > MAX then
+    room = MAX
+  end
+  local wait = d - floor((room - rem) / wl)
+  if wait > 0 and cost > 0 then
     retry = wait
   else
     allowed = 1
     if cost > 0 then
-      local q = floor(cp / limit)
-      tat, rem = tat + q, rem + cp - q * limit
-      if rem >= limit then
-        tat, rem = tat + 1, rem - limit
+      if wl == limit and wp == period then
+        local cp = cost * period
+        local q = floor(cp / limit)
+        tat, rem = tat + q, rem + cp - q * limit
+        if rem >= limit then
+          tat, rem = tat + 1, rem - limit
+        end
+      else
+        -- The first admission under another rate: the intervals TAT stood
+        -- ahead, rounded up to whole ones, and cost, at the caller's rate.
+        local cp = (-floor(-(d * wl + rem) / wp) + cost) * period
+        local q = floor(cp / limit)
+        tat, rem = now + q, cp - q * limit
       end
+      wl, wp = limit, period
+      d = tat - now
     end
   end
 end
 
-local d = tat - now
+-- remaining: burst less the intervals TAT stands ahead, rounded up.
 local remaining = 0
-local free = bp - rem
-if d <= floor(free / limit) then
-  remaining = floor((free - d * limit) / period)
+if d <= floor((MAX - rem) / wl) then
+  remaining = burst + floor(-(d * wl + rem) / wp)
+  if remaining < 0 then
+    remaining = 0
+  end
 end
 local reset = d
 if rem > 0 then
@@ -271,12 +304,7 @@ if allowed == 1 and cost > 0 and not peek then
   if ms < 2 then
     ms = 2
   end
-  if rem > 0 then
-    v = format('%d:%d', tat, rem)
-  else
-    v = format('%d', tat)
-  end
-  redis.call('SET', key, v, 'PX', format('%d', ms))
+  redis.call('SET', key, format('%d:%d:%d:%d', tat, rem, limit, period), 'PX', format('%d', ms))
 elseif found and not peek and redis.call('PTTL', key) == -1 then
   lib().expire_in(key, reset) -- repair a key found without TTL
 end
@@ -295,6 +323,12 @@ return {allowed, remaining, retry, reset}`
 // reached (the state is empty). A denied request, a cost of 0 and a peek
 // change nothing. Times are in µs; burst*period/gcd(limit, period) must not
 // exceed 2^52.
+//
+// When the limit changes, TAT stays: until the next admission the time it
+// stands ahead of now counts in intervals of the rate it was written under
+// (the tokens the bucket misses), held against the new burst; that
+// admission rounds them up to whole intervals and moves TAT on under the
+// new rate (docs/algorithms.md, "When a limit changes").
 var GCRA = &GCRAScript{Script: luart.Script{
 	Name:     "gcra",
 	Source:   gcraSource,
@@ -309,7 +343,7 @@ type GCRAScript struct {
 
 // GCRAKeys are the KEYS of gcra.lua, in order.
 type GCRAKeys struct {
-	// State is KEYS[1]: string "tat" or "tat:r": TAT in whole µs and its fraction r > 0 in 1/l µs, l = limit/gcd(limit, period)
+	// State is KEYS[1]: string "tat:r:l:p": TAT in whole µs and its fraction r in 1/l µs, written under the rate l/p = limit/period in lowest terms
 	State string
 }
 

@@ -7,7 +7,7 @@
 -- restored is what came back, in whole µs of emission.
 --
 -- @script gcra_cancel
--- @key state          string "tat" or "tat:r", as gcra keeps it
+-- @key state          string "tat:r:l:p", as gcra keeps it
 -- @arg limit int      requests per period, >= 1
 -- @arg period int     period in µs, >= 1
 -- @arg cost int       the units reserved, >= 1
@@ -17,7 +17,8 @@
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @return restored int      µs of emission given back (rounded down)
 
--- State and TTL as in gcra.
+-- State and TTL as in gcra. A state written under another rate than the
+-- caller's (the limit changed since the reservation) gives nothing back.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -150,16 +151,22 @@ local v = redis.pcall('GET', key)
 if type(v) ~= 'string' then
   return {0}
 end
-local st, sr = tonumber(v), 0
+local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
 if not st then
-  st, sr = string.match(v, '^(%d+):(%d+)$')
-  st, sr = tonumber(st), tonumber(sr)
+  st, sr, sl, sp = tonumber(v), 0, limit, period
+  if not st then
+    st, sr = string.match(v, '^(%d+):(%d+)$')
+    st, sr = tonumber(st), tonumber(sr)
+  end
+  if st and sr and sr >= limit then
+    st, sr = st + 1, 0
+  end
 end
-if not (st and sr and st % 1 == 0 and st <= 2 * MAX) then
+-- A state written under another rate (the limit changed since the
+-- reservation) has nothing known to give back.
+if not (st and sr and st % 1 == 0 and st <= 2 * MAX and sl == limit and sp == period and sr < limit) then
   return {0}
-end
-if sr >= limit then
-  st, sr = st + 1, 0
 end
 -- The emissions booked after the reservation, in 1/limit µs; negative when
 -- the state went back (a Reset, another cancel): then nothing is known.
@@ -179,14 +186,11 @@ else
   local life = st - now
   if sr > 0 then
     life = life + 1
-    v = format('%d:%d', st, sr)
-  else
-    v = format('%d', st)
   end
   local ms = floor((life + 999) / 1000)
   if ms < 2 then
     ms = 2
   end
-  redis.call('SET', key, v, 'PX', format('%d', ms))
+  redis.call('SET', key, format('%d:%d:%d:%d', st, sr, limit, period), 'PX', format('%d', ms))
 end
 return {floor(back / limit)}

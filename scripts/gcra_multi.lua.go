@@ -20,7 +20,7 @@ const (
 )
 
 // GCRAMultiSHA1 is the SHA1 of gcra_multi.lua, as SCRIPT LOAD returns it.
-const GCRAMultiSHA1 = "6625be9df39891d45b5bf9cf9cadd46d421fdd76"
+const GCRAMultiSHA1 = "1144e4f52efb8653712a0a1aa769a57f55ffd634"
 
 // gcraMultiSource is gcra_multi.lua, byte for byte.
 const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity (say 10 per second
@@ -41,7 +41,7 @@ const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity
 -- nothing. Times are in µs.
 --
 -- @script gcra_multi
--- @key states...      one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
+-- @key states...      one string "tat:r:l:p" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
@@ -53,12 +53,13 @@ const gcraMultiSource = `-- GCRAMulti checks several GCRA limits on one identity
 -- @return limiting int      1-based position of the limit (its key) that decided
 -- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
--- State: each key as in gcra, "tat" or "tat:r": TAT as whole µs plus a
--- remainder r > 0 in 1/l µs for T = period/limit in lowest terms p/l. Each
--- key gets its own TTL, until its own TAT, rounded up to whole ms and at
--- least 2 ms, written with its value by SET ... PX whenever the request is
--- admitted. Memory: one string of at most 33 bytes per limit and identity.
--- Exactness as in gcra.
+-- State: each key as in gcra, "tat:r:l:p": TAT as whole µs plus a
+-- remainder r in 1/l µs, written under the rate l/p (limit/period in
+-- lowest terms), which a changed limit reads as gcra does. Each key gets
+-- its own TTL, until its own TAT, rounded up to whole ms and at least 2 ms,
+-- written with its value by SET ... PX whenever the request is admitted.
+-- Memory: one string of at most 67 bytes per limit and identity. Exactness
+-- as in gcra.
 
 -- Cost per decision: one MGET of all keys, then a SET ... PX per key when
 -- the request is charged, else a PTTL per key that exists (TIME first when
@@ -245,37 +246,47 @@ end
 -- Evaluate every limit as gcra does on its key; one MGET reads them all (a
 -- key of another type reads as missing, as in gcra).
 local vals = redis.call('MGET', unpack(keys))
-local tat, rem = {}, {}
+local tat, rem, wl, wp, waits = {}, {}, {}, {}, {}
 local allowed, retry, limiting = 1, 0, 0
 for i = 1, n do
-  local limit, period = lim[i], per[i]
-  local t, r = now, 0
+  local limit, period, burst = lim[i], per[i], bur[i]
+  local t, r, l, p = now, 0, limit, period
   local v = vals[i]
   if v then
-    local st, sr = tonumber(v), 0
+    local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+    st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
     if not st then
-      st, sr = string.match(v, '^(%d+):(%d+)$')
-      st, sr = tonumber(st), tonumber(sr)
+      st, sr, sl, sp = tonumber(v), 0, limit, period
+      if not st then
+        st, sr = string.match(v, '^(%d+):(%d+)$')
+        st, sr = tonumber(st), tonumber(sr)
+      end
+      if st and sr and sr >= limit then
+        st, sr = st + 1, 0 -- a remainder of another limit: round TAT up
+      end
     end
-    if st and sr and st % 1 == 0 and st <= 2 * MAX then
-      if sr >= limit then
-        st, sr = st + 1, 0 -- limit lowered since the write: round TAT up
-      end
-      if st > now or (st == now and sr > 0) then
-        t, r = st, sr
-      end
+    if st and sr and st % 1 == 0 and st <= 2 * MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD
+        and sr < sl and (st > now or (st == now and sr > 0)) then
+      t, r, l, p = st, sr, sl, sp
     end
   end
-  tat[i], rem[i] = t, r
-  if cost > bur[i] then
+  tat[i], rem[i], wl[i], wp[i] = t, r, l, p
+  if cost > burst then
     if retry ~= -1 then
       retry, limiting = -1, i
     end
     allowed = 0
   else
-    local wait = t - now - floor((bp[i] - cost * period - r) / limit)
-    if wait > 0 then
+    -- As in gcra: TAT - now counts in intervals of the rate it was written
+    -- under until the next admission.
+    local room = MAX
+    if burst - cost <= floor(MAX / p) then
+      room = (burst - cost) * p
+    end
+    local wait = t - now - floor((room - r) / l)
+    if wait > 0 and cost > 0 then
       allowed = 0
+      waits[i] = wait
       if retry ~= -1 and wait > retry then
         retry, limiting = wait, i
       end
@@ -292,20 +303,30 @@ if each then
 end
 for i = 1, n do
   local limit, period = lim[i], per[i]
-  local t, r = tat[i], rem[i]
+  local t, r, l, p = tat[i], rem[i], wl[i], wp[i]
   if wrote then
-    local cp = cost * period
-    local q = floor(cp / limit)
-    t, r = t + q, r + cp - q * limit
-    if r >= limit then
-      t, r = t + 1, r - limit
+    if l == limit and p == period then
+      local cp = cost * period
+      local q = floor(cp / limit)
+      t, r = t + q, r + cp - q * limit
+      if r >= limit then
+        t, r = t + 1, r - limit
+      end
+    else
+      -- The first admission under another rate, as in gcra.
+      local cp = (-floor(-((t - now) * l + r) / p) + cost) * period
+      local q = floor(cp / limit)
+      t, r = now + q, cp - q * limit
     end
+    l, p = limit, period
   end
   local d = t - now
   local rm = 0
-  local free = bp[i] - r
-  if d <= floor(free / limit) then
-    rm = floor((free - d * limit) / period)
+  if d <= floor((MAX - r) / l) then
+    rm = bur[i] + floor(-(d * l + r) / p)
+    if rm < 0 then
+      rm = 0
+    end
   end
   if remaining == -1 or rm < remaining then
     remaining = rm
@@ -327,10 +348,7 @@ for i = 1, n do
     if cost > bur[i] then
       w = -1
     elseif allowed == 0 then
-      w = tat[i] - now - floor((bp[i] - cost * period - rem[i]) / limit)
-      if w < 0 then
-        w = 0
-      end
+      w = waits[i] or 0
     end
     reply[3 * i + 3], reply[3 * i + 4], reply[3 * i + 5] = rm, w, life
   end
@@ -340,13 +358,7 @@ for i = 1, n do
     if ms < 2 then
       ms = 2
     end
-    local val
-    if r > 0 then
-      val = format('%d:%d', t, r)
-    else
-      val = format('%d', t)
-    end
-    redis.call('SET', keys[i], val, 'PX', format('%d', ms))
+    redis.call('SET', keys[i], format('%d:%d:%d:%d', t, r, limit, period), 'PX', format('%d', ms))
   elseif vals[i] and redis.call('PTTL', keys[i]) == -1 then
     lib().expire_in(keys[i], life) -- repair a key found without TTL
   end
@@ -387,7 +399,7 @@ type GCRAMultiScript struct {
 
 // GCRAMultiKeys are the KEYS of gcra_multi.lua, in order.
 type GCRAMultiKeys struct {
-	// States is KEYS[1..n], zero or more: one string "tat" or "tat:r" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
+	// States is KEYS[1..n], zero or more: one string "tat:r:l:p" per limit, as the gcra script keeps it; 1 to 16 keys, all in one hash slot
 	States []string
 }
 

@@ -20,7 +20,7 @@ const (
 )
 
 // GCRAReserveSHA1 is the SHA1 of gcra_reserve.lua, as SCRIPT LOAD returns it.
-const GCRAReserveSHA1 = "b5a26bfc1813697f3da8dfdfe17a46e91b299eb9"
+const GCRAReserveSHA1 = "4f8b600b8241372405c9e4b525aad1839f6ea010"
 
 // gcraReserveSource is gcra_reserve.lua, byte for byte.
 const gcraReserveSource = `-- GCRAReserve reserves cost units of a GCRA limit for a caller that will
@@ -41,7 +41,7 @@ const gcraReserveSource = `-- GCRAReserve reserves cost units of a GCRA limit fo
 -- burst*period/gcd(limit, period) must not exceed 2^52.
 --
 -- @script gcra_reserve
--- @key state          string "tat" or "tat:r", as gcra keeps it
+-- @key state          string "tat:r:l:p", as gcra keeps it
 -- @arg limit int      requests per period, >= 1
 -- @arg period int     period in µs, >= 1
 -- @arg burst int      requests admitted at once, >= 1
@@ -54,6 +54,11 @@ const gcraReserveSource = `-- GCRAReserve reserves cost units of a GCRA limit fo
 -- @return tat int           the TAT the reservation wrote, whole µs; 0 when not ok
 -- @return rem int           its remainder in 1/l µs
 
+-- A limit changed since TAT was written books as gcra admits: the
+-- intervals TAT stands ahead count at the rate it was written under until
+-- the moment the reservation conforms, and are rounded up to whole ones
+-- then.
+--
 -- State, TTL and memory as in gcra: SET ... PX until TAT, rounded up to
 -- whole ms and at least 2 ms. A TAT booked ahead is the reservation: gcra
 -- denies on it until the emissions it holds have passed.
@@ -187,50 +192,70 @@ end
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
 local tat, rem = now, 0
+local wl, wp = limit, period -- the rate TAT was written under, as in gcra
 if type(v) == 'string' then
-  local st, sr = tonumber(v), 0
+  local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
   if not st then
-    st, sr = string.match(v, '^(%d+):(%d+)$')
-    st, sr = tonumber(st), tonumber(sr)
+    st, sr, sl, sp = tonumber(v), 0, limit, period
+    if not st then
+      st, sr = string.match(v, '^(%d+):(%d+)$')
+      st, sr = tonumber(st), tonumber(sr)
+    end
+    if st and sr and sr >= limit then
+      st, sr = st + 1, 0 -- a remainder of another limit: round TAT up
+    end
   end
-  if st and sr and st % 1 == 0 and st <= 2 * MAX then
-    if sr >= limit then
-      st, sr = st + 1, 0
-    end
-    if st > now or (st == now and sr > 0) then
-      tat, rem = st, sr
-    end
+  if st and sr and st % 1 == 0 and st <= 2 * MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD
+      and sr < sl and (st > now or (st == now and sr > 0)) then
+    tat, rem, wl, wp = st, sr, sl, sp
   end
 end
 
 if cost > burst then
   return {0, -1, 0, 0, 0}
 end
-local cp = cost * period
-local wait = tat - now - floor((bp - cp - rem) / limit)
+-- As in gcra: until the next admission, TAT - now counts in intervals of
+-- the rate it was written under.
+local room = MAX
+if burst - cost <= floor(MAX / wp) then
+  room = (burst - cost) * wp
+end
+local wait = tat - now - floor((room - rem) / wl)
 if wait < 0 then
   wait = 0
 end
 if wait > max_wait then
   return {0, wait, 0, 0, 0}
 end
-local q = floor(cp / limit)
-tat, rem = tat + q, rem + cp - q * limit
-if rem >= limit then
-  tat, rem = tat + 1, rem - limit
+if wl == limit and wp == period then
+  local cp = cost * period
+  local q = floor(cp / limit)
+  tat, rem = tat + q, rem + cp - q * limit
+  if rem >= limit then
+    tat, rem = tat + 1, rem - limit
+  end
+else
+  -- Booked under another rate: at the moment it conforms, the intervals
+  -- TAT stands ahead, rounded up to whole ones, and cost, at this rate.
+  local at = now + wait
+  local ahead = 0
+  if tat > at or (tat == at and rem > 0) then
+    ahead = -floor(-((tat - at) * wl + rem) / wp)
+  end
+  local cp = (ahead + cost) * period
+  local q = floor(cp / limit)
+  tat, rem = at + q, cp - q * limit
 end
 local life = tat - now
 if rem > 0 then
   life = life + 1
-  v = format('%d:%d', tat, rem)
-else
-  v = format('%d', tat)
 end
 local ms = floor((life + 999) / 1000)
 if ms < 2 then
   ms = 2
 end
-redis.call('SET', key, v, 'PX', format('%d', ms))
+redis.call('SET', key, format('%d:%d:%d:%d', tat, rem, limit, period), 'PX', format('%d', ms))
 return {1, wait, now + wait, tat, rem}`
 
 // GCRAReserve reserves cost units of a GCRA limit for a caller that will
@@ -263,7 +288,7 @@ type GCRAReserveScript struct {
 
 // GCRAReserveKeys are the KEYS of gcra_reserve.lua, in order.
 type GCRAReserveKeys struct {
-	// State is KEYS[1]: string "tat" or "tat:r", as gcra keeps it
+	// State is KEYS[1]: string "tat:r:l:p", as gcra keeps it
 	State string
 }
 

@@ -20,7 +20,7 @@ const (
 )
 
 // GCRAReserveMultiSHA1 is the SHA1 of gcra_reserve_multi.lua, as SCRIPT LOAD returns it.
-const GCRAReserveMultiSHA1 = "fdca89315b494190159ea5641ac7a1b4f4cf07c7"
+const GCRAReserveMultiSHA1 = "4476e1c2c25fe8443bb72ee84e66b65b8a849e5b"
 
 // gcraReserveMultiSource is gcra_reserve_multi.lua, byte for byte.
 const gcraReserveMultiSource = `-- GCRAReserveMulti reserves on several GCRA limits of one identity at once
@@ -37,7 +37,7 @@ const gcraReserveMultiSource = `-- GCRAReserveMulti reserves on several GCRA lim
 -- gcra_cancel, key by key). Times are in µs.
 --
 -- @script gcra_reserve_multi
--- @key states...      one string "tat" or "tat:r" per limit, as gcra keeps it; 1 to 16 keys, all in one hash slot
+-- @key states...      one string "tat:r:l:p" per limit, as gcra keeps it; 1 to 16 keys, all in one hash slot
 -- @arg max_wait int   µs the caller will wait at most
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @arg limits int...  limit, period (µs), burst and cost of each key's limit, in the order of the keys: 4 numbers per key
@@ -46,7 +46,8 @@ const gcraReserveMultiSource = `-- GCRAReserveMulti reserves on several GCRA lim
 -- @return act_at int        µs since the epoch (the clock the script used) at which it conforms; 0 when not ok
 -- @return states string     "tat:rem" of every key as written, comma-separated in key order; "" when not ok
 
--- State, TTL and memory as in gcra, key by key.
+-- State, TTL and memory as in gcra, key by key; a limit changed since its
+-- key was written books as gcra_reserve does.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -185,32 +186,40 @@ end
 -- Each limit's TAT (never earlier than now) and the first µs it admits
 -- its cost; the common moment is the latest of those.
 local vals = redis.call('MGET', unpack(KEYS))
-local tat, rem = {}, {}
+local tat, rem, wl, wp = {}, {}, {}, {}
 local moment = now
 for i = 1, n do
-  local limit = lim[i]
-  local t, r = now, 0
+  local limit, period = lim[i], per[i]
+  local t, r, l, p = now, 0, limit, period
   local v = vals[i]
   if v then
-    local st, sr = tonumber(v), 0
+    local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+    st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
     if not st then
-      st, sr = string.match(v, '^(%d+):(%d+)$')
-      st, sr = tonumber(st), tonumber(sr)
+      st, sr, sl, sp = tonumber(v), 0, limit, period
+      if not st then
+        st, sr = string.match(v, '^(%d+):(%d+)$')
+        st, sr = tonumber(st), tonumber(sr)
+      end
+      if st and sr and sr >= limit then
+        st, sr = st + 1, 0 -- a remainder of another limit: round TAT up
+      end
     end
-    if st and sr and st % 1 == 0 and st <= 2 * MAX then
-      if sr >= limit then
-        st, sr = st + 1, 0
-      end
-      if st > now or (st == now and sr > 0) then
-        t, r = st, sr
-      end
+    if st and sr and st % 1 == 0 and st <= 2 * MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD
+        and sr < sl and (st > now or (st == now and sr > 0)) then
+      t, r, l, p = st, sr, sl, sp
     end
   end
-  tat[i], rem[i] = t, r
+  tat[i], rem[i], wl[i], wp[i] = t, r, l, p
   if cst[i] > bur[i] then
     return {0, -1, 0, ''}
   end
-  local conform = t - floor((bur[i] * per[i] - cst[i] * per[i] - r) / limit)
+  -- As in gcra_reserve: in intervals of the rate TAT was written under.
+  local room = MAX
+  if bur[i] - cst[i] <= floor(MAX / p) then
+    room = (bur[i] - cst[i]) * p
+  end
+  local conform = t - floor((room - r) / l)
   if conform > moment then
     moment = conform
   end
@@ -223,30 +232,37 @@ end
 -- Book every limit at the moment.
 local out = {}
 for i = 1, n do
-  local limit = lim[i]
-  local t, r = tat[i], rem[i]
-  if t < moment then
-    t, r = moment, 0
-  end
+  local limit, period = lim[i], per[i]
+  local t, r, l, p = tat[i], rem[i], wl[i], wp[i]
   local cp = cst[i] * per[i]
-  local q = floor(cp / limit)
-  t, r = t + q, r + cp - q * limit
-  if r >= limit then
-    t, r = t + 1, r - limit
+  if l == limit and p == period then
+    if t < moment then
+      t, r = moment, 0
+    end
+    local q = floor(cp / limit)
+    t, r = t + q, r + cp - q * limit
+    if r >= limit then
+      t, r = t + 1, r - limit
+    end
+  else
+    -- Booked under another rate, as in gcra_reserve.
+    local ahead = 0
+    if t > moment or (t == moment and r > 0) then
+      ahead = -floor(-((t - moment) * l + r) / p)
+    end
+    cp = (ahead + cst[i]) * period
+    local q = floor(cp / limit)
+    t, r = moment + q, cp - q * limit
   end
   local life = t - now
-  local v
   if r > 0 then
     life = life + 1
-    v = format('%d:%d', t, r)
-  else
-    v = format('%d', t)
   end
   local ms = floor((life + 999) / 1000)
   if ms < 2 then
     ms = 2
   end
-  redis.call('SET', KEYS[i], v, 'PX', format('%d', ms))
+  redis.call('SET', KEYS[i], format('%d:%d:%d:%d', t, r, limit, period), 'PX', format('%d', ms))
   out[i] = format('%d:%d', t, r)
 end
 return {1, delay, moment, table.concat(out, ',')}`
@@ -277,7 +293,7 @@ type GCRAReserveMultiScript struct {
 
 // GCRAReserveMultiKeys are the KEYS of gcra_reserve_multi.lua, in order.
 type GCRAReserveMultiKeys struct {
-	// States is KEYS[1..n], zero or more: one string "tat" or "tat:r" per limit, as gcra keeps it; 1 to 16 keys, all in one hash slot
+	// States is KEYS[1..n], zero or more: one string "tat:r:l:p" per limit, as gcra keeps it; 1 to 16 keys, all in one hash slot
 	States []string
 }
 

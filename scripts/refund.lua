@@ -24,7 +24,10 @@
 -- totals of the members after it are lowered by its cost.
 --
 -- A key that is missing, of another type or of another form has nothing to
--- give back. Times are in µs.
+-- give back; nor has one written under other numbers than the charge's (the
+-- limit changed between the charge and the refund: another rate for gcra
+-- and token_bucket, another period for fixed_window and sliding_window).
+-- Times are in µs.
 --
 -- @script refund
 -- @key states...      the keys charged, 1 to 16, all in one hash slot
@@ -209,16 +212,22 @@ local function gcra(key, limit, period, cost, reset)
   if type(v) ~= 'string' then
     return false
   end
-  local st, sr = tonumber(v), 0
+  local st, sr, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sr, sl, sp = tonumber(st), tonumber(sr), tonumber(sl), tonumber(sp)
   if not st then
-    st, sr = string.match(v, '^(%d+):(%d+)$')
-    st, sr = tonumber(st), tonumber(sr)
+    st, sr, sl, sp = tonumber(v), 0, limit, period
+    if not st then
+      st, sr = string.match(v, '^(%d+):(%d+)$')
+      st, sr = tonumber(st), tonumber(sr)
+    end
+    if st and sr and sr >= limit then
+      st, sr = st + 1, 0
+    end
   end
-  if not (st and sr and st % 1 == 0 and st <= 2 * MAX) then
+  -- A state written under another rate (the limit changed since the
+  -- charge) has nothing known to give back.
+  if not (st and sr and st % 1 == 0 and st <= 2 * MAX and sl == limit and sp == period and sr < limit) then
     return false
-  end
-  if sr >= limit then
-    st, sr = st + 1, 0
   end
   local u = back(limit, period, cost, reset)
   if u <= 0 or st < now or (st == now and sr == 0) then
@@ -232,48 +241,47 @@ local function gcra(key, limit, period, cost, reset)
   local life = st - now
   if sr > 0 then
     life = life + 1
-    v = format('%d:%d', st, sr)
-  else
-    v = format('%d', st)
   end
-  put(key, v, life)
+  put(key, format('%d:%d:%d:%d', st, sr, limit, period), life)
   return true
 end
 
 local function token_bucket(key, limit, period, burst, cost, reset)
   limit, period = lowest(limit, period)
-  local cap = burst * period
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then
     return false
   end
-  local stt, stv = string.match(v, '^(%d+):(%d+)$')
-  stt, stv = tonumber(stt), tonumber(stv)
-  if not (stt and stv and stt <= 2 * MAX) then
-    return false
-  end
-  local at, level = now, stv
-  if level > cap then
-    level = cap
-  end
-  if stt > now then
-    at = stt
-  elseif level < cap then
-    if now - stt >= -floor((level - cap) / limit) then
-      level = cap
-    else
-      level = level + (now - stt) * limit
+  local st, sd, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sd, sl, sp = tonumber(st), tonumber(sd), tonumber(sl), tonumber(sp)
+  if not st then
+    st, sd = string.match(v, '^(%d+):(%d+)$')
+    st, sd, sl, sp = tonumber(st), tonumber(sd), limit, period
+    if sd then
+      sd = burst * period - sd
     end
   end
+  if not (st and sd and st <= 2 * MAX and sd <= MAX and sl == limit and sp == period) then
+    return false -- another form, or written under another rate
+  end
+  -- What the bucket misses at at, in 1/period tokens.
+  local at, miss = now, sd
+  if st > now then
+    at = st
+  elseif now - st >= -floor(-sd / limit) then
+    miss = 0
+  else
+    miss = sd - (now - st) * limit
+  end
   local u = back(limit, period, cost, reset)
-  if u <= 0 or level >= cap then
+  if u <= 0 or miss <= 0 then
     return false
   end
-  level = level + u
-  if level >= cap then
+  miss = miss - u
+  if miss <= 0 then
     redis.call('DEL', key) -- full: the same as a missing key
   else
-    put(key, format('%d:%d', at, level), at - now - floor((level - cap) / limit))
+    put(key, format('%d:%d:%d:%d', at, miss, limit, period), at - now - floor(-miss / limit))
   end
   return true
 end
@@ -296,16 +304,23 @@ local function fixed_window(key, period, cost, reset)
   if not w or type(v) ~= 'string' then
     return false
   end
-  local sw, sn = string.match(v, '^(%d+):(%d+)$')
-  sw, sn = tonumber(sw), tonumber(sn)
-  if sw ~= w or not sn or sn < cost then
+  local st, sn, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+  st, sn, sp = tonumber(st), tonumber(sn), tonumber(sp)
+  if not st then
+    st, sn = string.match(v, '^(%d+):(%d+)$')
+    st, sn, sp = tonumber(st), tonumber(sn), period
+    if st then
+      st = st * period
+    end
+  end
+  if not (st and sn and sp == period and floor(st / period) == w and sn >= cost) then
     return false
   end
   sn = sn - cost
   if sn == 0 then
     redis.call('DEL', key)
   else
-    put(key, format('%d:%d', sw, sn), (sw + 1) * period - now)
+    put(key, format('%d:%d:%d', st, sn, period), (w + 1) * period - now)
   end
   return true
 end
@@ -316,11 +331,19 @@ local function sliding_window(key, period, cost, reset)
   if not w or type(v) ~= 'string' then
     return false
   end
-  local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
-  if not (sw and sc and sp) then
-    return false
+  local st, sc, sp, sd = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), tonumber(sd)
+  if not st then
+    st, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+    st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), period
+    if st then
+      st = st * period
+    end
   end
+  if not (st and sc and sp and sd == period) then
+    return false -- another form, or counted under another period
+  end
+  local sw = floor(st / period)
   if sw == w and sc >= cost then
     sc = sc - cost
   elseif sw == w + 1 and sp >= cost then
@@ -334,7 +357,7 @@ local function sliding_window(key, period, cost, reset)
   elseif sp > 0 then
     life = (sw + 1) * period - now
   end
-  put(key, format('%d:%d:%d', sw, sc, sp), life)
+  put(key, format('%d:%d:%d:%d', st, sc, sp, period), life)
   return true
 end
 
@@ -348,8 +371,8 @@ local function sliding_log(key, period, cost)
   local ttl = redis.call('PTTL', key)
   local at
   for j = 1, #recent, 2 do
-    local total, c = string.match(recent[j], '^(%d+):(%d+)$')
-    if not total or #total ~= 16 then
+    local total, c, rest = string.match(recent[j], '^(%d+):(%d+)(:?%d*)$')
+    if not total or #total ~= 16 or rest == ':' then
       return false
     end
     if not at and tonumber(c) == cost then
@@ -359,7 +382,7 @@ local function sliding_log(key, period, cost)
       -- Renamed in place, the new name first so that the set never
       -- empties: its total is below the old one and above every earlier
       -- member's, so no member has that name.
-      redis.call('ZADD', key, recent[j + 1], format('%016d:%s', tonumber(total) - cost, c))
+      redis.call('ZADD', key, recent[j + 1], format('%016d:%s%s', tonumber(total) - cost, c, rest))
       redis.call('ZREM', key, recent[j])
     end
   end

@@ -20,7 +20,7 @@ const (
 )
 
 // SlidingLogSHA1 is the SHA1 of sliding_log.lua, as SCRIPT LOAD returns it.
-const SlidingLogSHA1 = "65f8fd6f8286b1c87504a9add384046537b53cdb"
+const SlidingLogSHA1 = "d9b5dd4d5127c19e71999c70e3eeb5511e9fbf5f"
 
 // slidingLogSource is sliding_log.lua, byte for byte.
 const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: a request is allowed
@@ -36,6 +36,14 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 -- period, whatever their cost; a call makes O(log n) Redis calls for n
 -- logged requests.
 --
+-- When the limit changes, the logged cost is held against the new limit.
+-- When the period changes, the window takes its new length at once, over
+-- the members the log still holds (an admission removes those at or before
+-- now - period, with its own period); but the log is forgotten once its
+-- newest member has left the window of the period it was admitted under
+-- (its TTL ends then), unless an admission under the new period comes
+-- first (docs/algorithms.md, "When a limit changes").
+--
 -- @script sliding_log
 -- @key log            sorted set: one member per admitted request, scored by its time in µs
 -- @arg limit int      units admitted per period, >= 1
@@ -48,9 +56,11 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until the log is empty
 
--- State: an admitted request of cost c > 0 adds one member "<total>:<c>"
--- scored by its time, where total is the running total of the cost logged
--- so far, itself included, zero-padded to 16 digits. Totals grow with every
+-- State: an admitted request of cost c > 0 adds one member
+-- "<total>:<c>:<period>" scored by its time, where total is the running
+-- total of the cost logged so far, itself included, zero-padded to 16
+-- digits, and period the window length it was admitted under (members of
+-- earlier versions, "<total>:<c>", read as admitted under the caller's). Totals grow with every
 -- member, so members are unique even when requests share a timestamp, and
 -- the log's order (by score, then by name) is the order of the totals. The
 -- cost in the log from a member m to the newest is newest.total -
@@ -73,7 +83,7 @@ const slidingLogSource = `-- SlidingLog checks and charges a sliding-log limit: 
 --
 -- Memory: at most one member per request admitted in the last period, and
 -- never more than limit members (each holds a cost >= 1 and the log holds at
--- most limit after a write); about 50 bytes each. TTL: until the newest
+-- most limit after a write); about 60 bytes each. TTL: until the newest
 -- member leaves the window, rounded up to whole ms and at least 2 ms.
 --
 -- Work per call, for n members: an admission makes a constant number of
@@ -211,21 +221,26 @@ local gone = format('%d', now - period) -- members scored at or before it are ou
 local TOTAL_MAX = 2 * MAX -- 2^53: running totals stay exact up to here
 
 -- entry decodes the first member of a ZRANGE ... WITHSCORES reply: its time,
--- running total and cost; nil when the reply is empty or the member is not
--- of this script's format.
+-- running total, cost and the period it was admitted under (the caller's
+-- for a member of earlier versions, which wrote none); nil when the reply
+-- is empty or the member is not of this script's format.
 local function entry(e)
   if #e < 2 then
     return nil
   end
-  local total, c = string.match(e[1], '^(%d+):(%d+)$')
+  local total, c, p = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if total == nil then
+    total, c = string.match(e[1], '^(%d+):(%d+)$')
+    p = period
+  end
   if total == nil or #total ~= 16 then
     return nil
   end
-  return tonumber(e[2]), tonumber(total), tonumber(c)
+  return tonumber(e[2]), tonumber(total), tonumber(c), tonumber(p)
 end
 
-local function name(total, c)
-  return format('%016d:%d', total, c)
+local function name(total, c, p)
+  return format('%016d:%d:%d', total, c, p)
 end
 
 local function foreign()
@@ -235,32 +250,45 @@ end
 -- used: the cost logged after now - period; base: the running total just
 -- before the first member counted; newest: the time and total of the newest
 -- member.
+-- A log is forgotten once its newest member has left the window of the
+-- period it was admitted under (its TTL ends then): after a longer period
+-- it does not come back. cut is that moment while the log counts.
 local used, base, newest_at, newest_total = 0, 0, nil, 0
-local first_at, first_total
+local first_at, first_total, cut
+local forgotten = false
 local first = redis.call('ZRANGEBYSCORE', key, '(' .. gone, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
 if #first > 0 then
-  local first_cost
+  local first_cost, newest_cost, newest_p
   first_at, first_total, first_cost = entry(first)
-  newest_at, newest_total = entry(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES'))
+  newest_at, newest_total, newest_cost, newest_p = entry(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES'))
   if first_at == nil or newest_at == nil then return foreign() end
-  base = first_total - first_cost
-  used = newest_total - base
+  cut = newest_at + newest_p
+  if now >= cut then
+    forgotten, cut, newest_at = true, nil, nil
+  else
+    base = first_total - first_cost
+    used = newest_total - base
+  end
 end
 
 local allowed, retry, wrote = 0, 0, false
 if cost > limit then
   retry = -1
-elseif used + cost <= limit then
+elseif used + cost <= limit or cost == 0 then
   allowed = 1
   if cost > 0 and peek then
     local at = now
     if newest_at ~= nil and newest_at > now then
       at = newest_at
     end
-    newest_at = at
+    newest_at, cut = at, nil
     used = used + cost
   elseif cost > 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
+    if forgotten then
+      redis.call('DEL', key)
+    else
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
+    end
     if used == 0 then
       newest_total = 0 -- the log is empty: totals restart
     elseif newest_total > TOTAL_MAX - cost then
@@ -275,10 +303,10 @@ elseif used + cost <= limit then
           last = #all
         end
         for j = i, last, 2 do
-          local at, total, c = entry({all[j], all[j + 1]})
+          local at, total, c, p = entry({all[j], all[j + 1]})
           if at == nil then return foreign() end
           batch[#batch + 1] = all[j + 1]
-          batch[#batch + 1] = name(total - base, c)
+          batch[#batch + 1] = name(total - base, c, p)
         end
         redis.call('ZADD', key, unpack(batch))
         i = last + 1
@@ -290,8 +318,8 @@ elseif used + cost <= limit then
       at = newest_at -- keep times in the order of totals (see Time order)
     end
     newest_total = newest_total + cost
-    redis.call('ZADD', key, format('%d', at), name(newest_total, cost))
-    newest_at = at
+    redis.call('ZADD', key, format('%d', at), name(newest_total, cost, period))
+    newest_at, cut = at, nil
     used = used + cost
     wrote = true
   end
@@ -321,11 +349,17 @@ else
     end
   end
   retry = at + period - now
+  if cut and retry > cut - now then
+    retry = cut - now
+  end
 end
 
 local reset = 0
 if used > 0 then
   reset = newest_at + period - now
+  if cut and reset > cut - now then
+    reset = cut - now
+  end
 end
 if wrote then
   -- Until the newest member leaves the window, in whole ms, at least 2 ms.
@@ -355,6 +389,14 @@ return {allowed, remaining, retry, reset}`
 // Times are in µs. Memory is bounded by the requests admitted in the last
 // period, whatever their cost; a call makes O(log n) Redis calls for n
 // logged requests.
+//
+// When the limit changes, the logged cost is held against the new limit.
+// When the period changes, the window takes its new length at once, over
+// the members the log still holds (an admission removes those at or before
+// now - period, with its own period); but the log is forgotten once its
+// newest member has left the window of the period it was admitted under
+// (its TTL ends then), unless an admission under the new period comes
+// first (docs/algorithms.md, "When a limit changes").
 var SlidingLog = &SlidingLogScript{Script: luart.Script{
 	Name:     "sliding_log",
 	Source:   slidingLogSource,

@@ -61,11 +61,11 @@ func TestSlidingLogRenumber(t *testing.T) {
 			if got := call(now, 2); !slices.Equal(got, []int64{1, 1008, 0, period}) {
 				t.Fatalf("cost 2: reply %v, want [1 1008 0 %d]", got, period)
 			}
-			checkMembers(ctx, t, b, key, []string{logged(100*ms, 9007199254740990, 990), logged(1*sec, 9007199254740992, 2)}, "total at 2^53")
+			checkMembers(ctx, t, b, key, []string{loggedBefore(100*ms, 9007199254740990, 990), logged(1*sec, 9007199254740992, 2, period)}, "total at 2^53")
 			if got := call(now, 1); !slices.Equal(got, []int64{1, 1007, 0, period}) {
 				t.Fatalf("cost 1: reply %v, want [1 1007 0 %d]", got, period)
 			}
-			checkMembers(ctx, t, b, key, []string{logged(100*ms, 990, 990), logged(1*sec, 992, 2), logged(1*sec, 993, 1)}, "renumbered")
+			checkMembers(ctx, t, b, key, []string{logged(100*ms, 990, 990, period), logged(1*sec, 992, 2, period), logged(1*sec, 993, 1, period)}, "renumbered")
 			// 1008 units need the 990 at 100 ms to leave: 100 ms from now.
 			if got := call(now, 1008); !slices.Equal(got, []int64{0, 1007, 100 * ms, period}) {
 				t.Fatalf("cost 1008: reply %v, want [0 1007 %d %d]", got, 100*ms, period)

@@ -11,8 +11,16 @@
 -- counts have left the window. A denied request, a cost of 0 and a peek
 -- change nothing. Times are in µs; limit*period must not exceed 2^52.
 --
+-- When the limit changes, the estimate is held against the new limit. When
+-- the period changes, the two counts are added up and stand at the time of
+-- the last admission on the new windows (counted fully in the new window
+-- holding it, weighted in the next), at most until the newer of them would
+-- have left the sliding window under the old period; the next admission
+-- writes them into the new windows (docs/algorithms.md, "When a limit
+-- changes").
+--
 -- @script sliding_window
--- @key state          string "w:c:p": the current window index w, its count c and the previous window's count p
+-- @key state          string "t:c:p:d": the count c of the window of length d µs holding t (the last admission) and the count p of the window before
 -- @arg limit int      units admitted per period, >= 1
 -- @arg period int     window length in µs, >= 1
 -- @arg cost int       units this request takes, >= 0 (0 only reports)
@@ -23,14 +31,17 @@
 -- @return retry_after int   µs until the same cost is admitted; 0 if allowed, -1 if it never fits
 -- @return reset_after int   µs until both counts have left the window
 
--- State: the window index is stored with the counts, so a stale key is read
--- as empty whatever its TTL. A window index ahead of the caller's clock
--- (another client's clock runs ahead) is used as if the caller were at that
--- window's start: the estimate then weighs the previous window fully, which
--- never admits more. TTL: until the current window's count has left the
--- sliding window, that is the end of the next window, rounded up to whole ms
--- and at least 2 ms, written with the value by SET ... PX. Memory: one
--- string of at most 50 bytes per identity.
+-- State: the time of the last admission and the window length are stored
+-- with the counts, so a stale key is read as empty whatever its TTL. A
+-- window ahead of the caller's clock (another client's clock runs ahead) is
+-- used as if the caller were at that window's start: the estimate then
+-- weighs the previous window fully, which never admits more. TTL: until the
+-- current window's count has left the sliding window, that is the end of
+-- the next window, rounded up to whole ms and at least 2 ms, written with
+-- the value by SET ... PX; counts of another period are never read past
+-- that. Counts of another period can exceed the limit: no product past
+-- 2^52 is formed with them. Memory: one string of at most 67 bytes per
+-- identity (about 32 for a window of a minute).
 
 -- Cost per decision: GET, then SET ... PX when a request is counted, else
 -- PTTL when the key exists (TIME first when now is unset); the arguments
@@ -168,19 +179,43 @@ if not now then
   now = t[1] * 1000000 + t[2]
 end
 
--- State: "w:c:p". A missing key reads as no counts; so does a value of
--- another form or a key of another type (such as the hash earlier versions
--- kept), which the next admission replaces.
+-- State: "t:c:p:d": the count c of the window of length d holding t, and
+-- the count p of the window before it, where t is the time of the last
+-- admission (or the start of its window, when that was ahead of the
+-- caller's clock) and d the window length they were counted under. A
+-- missing key reads as no counts; so does a value of another form or a key
+-- of another type (such as the hash earlier versions kept), which the next
+-- admission replaces. "w:c:p", which earlier versions wrote (the window
+-- index w), reads as counted under the caller's period.
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
 local found = type(v) == 'string'
 local win = floor(now / period)
 local at = now -- the time the decision is made at (later than now only when the state is ahead)
 local cur, prev = 0, 0
+local cut = nil -- for counts of another period: when they end at the latest
 if found then
-  local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
-  if sw and sc and sp and sw <= MAX and sc <= MAX and sp <= MAX then
+  local st, sc, sp, sd = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), tonumber(sd)
+  if not st then
+    st, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+    st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), period
+    if st then
+      st = st * period
+    end
+  end
+  if st and sc and sp and st <= 2 * MAX and sc <= MAX and sp <= MAX and sd >= 1 and sd <= MAX_PERIOD then
+    if sd ~= period then
+      -- Counted under another period: both counts, added up, stand at t on
+      -- this period's windows, until the newer one would have left the
+      -- sliding window under the old period.
+      cut = (floor(st / sd) + 2) * sd
+      sc, sp = sc + sp, 0
+      if now >= cut then
+        sc, cut = 0, nil
+      end
+    end
+    local sw = floor(st / period)
     if sw > win then
       win = sw
       at = win * period
@@ -195,10 +230,20 @@ end
 local e = at - win * period -- time elapsed in the current window
 local skew = at - now
 
+-- weighs returns whether prev*(period-e) + c*period <= x*period, without
+-- forming a product past 2^52 (counts of another period can exceed the
+-- limit).
+local function weighs(c, x)
+  if c > x then
+    return false
+  end
+  return prev == 0 or period - e <= floor((x - c) * period / prev)
+end
+
 local allowed, retry = 0, 0
 if cost > limit then
   retry = -1
-elseif prev * (period - e) + (cur + cost) * period <= lp then
+elseif cost == 0 or weighs(cur + cost, limit) then
   allowed = 1
   cur = cur + cost
 else
@@ -226,16 +271,26 @@ else
   retry = w + skew
 end
 
+-- remaining: limit - cur - ceil(prev*(period-e)/period), at least 0.
 local remaining = 0
-local room = lp - prev * (period - e) - cur * period
-if room > 0 then
-  remaining = floor(room / period)
+if weighs(cur, limit) then
+  remaining = limit - cur + floor(-prev * (period - e) / period)
 end
 local reset = 0
 if cur > 0 then
   reset = 2 * period - e + skew
 elseif prev > 0 then
   reset = period - e + skew
+end
+if cut and not (allowed == 1 and cost > 0) then
+  -- Counts of another period end at cut at the latest, unless this
+  -- decision writes them under this period.
+  if reset > cut - now then
+    reset = cut - now
+  end
+  if retry > reset then
+    retry = reset
+  end
 end
 if allowed == 1 and cost > 0 and not peek then
   -- The TTL goes with the value: until both counts have left the window,
@@ -244,7 +299,7 @@ if allowed == 1 and cost > 0 and not peek then
   if ms < 2 then
     ms = 2
   end
-  redis.call('SET', key, format('%d:%d:%d', win, cur, prev), 'PX', format('%d', ms))
+  redis.call('SET', key, format('%d:%d:%d:%d', at, cur, prev, period), 'PX', format('%d', ms))
 elseif found and not peek and redis.call('PTTL', key) == -1 then
   lib().expire_in(key, reset) -- repair a key found without TTL
 end

@@ -17,7 +17,7 @@
 -- denied request and a cost of 0 change nothing. Times are in µs.
 --
 -- @script sliding_window_multi
--- @key states...      one string "w:c:p" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
+-- @key states...      one string "t:c:p:d" per limit, as the sliding_window script keeps it; 1 to 16 keys, all in one hash slot
 -- @arg cost int       units this request takes from every limit, >= 0 (0 only reports)
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @arg each bool?     also reply every limit's own remaining, retry_after and reset_after (per_limit)
@@ -29,12 +29,13 @@
 -- @return limiting int      1-based position of the limit (its key) that decided
 -- @return per_limit int...  with each: remaining, retry_after and reset_after of every limit, in the order of the keys
 
--- State: each key as in sliding_window, "w:c:p": the current window index,
--- its count and the previous window's count. Each key gets its own TTL,
--- until its own counts have left the sliding window, rounded up to whole ms
--- and at least 2 ms, written with its value by SET ... PX whenever the
--- request is admitted. Memory: one string of at most 50 bytes per limit and
--- identity.
+-- State: each key as in sliding_window, "t:c:p:d": the time of the last
+-- admission, the count of its window and of the window before, and the
+-- window length they were counted under, which a changed period reads as
+-- sliding_window does. Each key gets its own TTL, until its own counts
+-- have left the sliding window, rounded up to whole ms and at least 2 ms,
+-- written with its value by SET ... PX whenever the request is admitted.
+-- Memory: one string of at most 67 bytes per limit and identity.
 
 -- Cost per decision: one MGET of all keys, then a SET ... PX per key when
 -- the request is counted, else a PTTL per key that exists (TIME first when
@@ -207,9 +208,19 @@ end
 -- Evaluate every limit as sliding_window does on its key; one MGET reads
 -- them all (a key of another type reads as missing, as in sliding_window).
 local vals = redis.call('MGET', unpack(keys))
-local wins, curs, prevs, es, skews = {}, {}, {}, {}, {}
+local ats, curs, prevs, es, skews, cuts = {}, {}, {}, {}, {}, {}
 local waits = each and {} -- with each: every limit's own wait (0 when it admits)
 local allowed, retry, limiting = 1, 0, 0
+
+-- weighs returns whether prev*(period-e) + c*period <= x*period, without
+-- forming a product past 2^52, as in sliding_window.
+local function weighs(prev, period, e, c, x)
+  if c > x then
+    return false
+  end
+  return prev == 0 or period - e <= floor((x - c) * period / prev)
+end
+
 for i = 1, n do
   local limit, period = lim[i], per[i]
   local win = floor(now / period)
@@ -217,9 +228,25 @@ for i = 1, n do
   local cur, prev = 0, 0
   local v = vals[i]
   if v then
-    local sw, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-    sw, sc, sp = tonumber(sw), tonumber(sc), tonumber(sp)
-    if sw and sc and sp and sw <= MAX and sc <= MAX and sp <= MAX then
+    local st, sc, sp, sd = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+    st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), tonumber(sd)
+    if not st then
+      st, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+      st, sc, sp, sd = tonumber(st), tonumber(sc), tonumber(sp), period
+      if st then
+        st = st * period
+      end
+    end
+    if st and sc and sp and st <= 2 * MAX and sc <= MAX and sp <= MAX and sd >= 1 and sd <= MAX_PERIOD then
+      if sd ~= period then
+        -- Counted under another period, as in sliding_window.
+        cuts[i] = (floor(st / sd) + 2) * sd
+        sc, sp = sc + sp, 0
+        if now >= cuts[i] then
+          sc, cuts[i] = 0, nil
+        end
+      end
+      local sw = floor(st / period)
       if sw > win then
         win = sw
         at = win * period
@@ -232,7 +259,7 @@ for i = 1, n do
     end
   end
   local e = at - win * period -- time elapsed in the current window
-  wins[i], curs[i], prevs[i], es[i], skews[i] = win, cur, prev, e, at - now
+  ats[i], curs[i], prevs[i], es[i], skews[i] = at, cur, prev, e, at - now
   if cost > limit then
     if retry ~= -1 then
       retry, limiting = -1, i
@@ -241,7 +268,7 @@ for i = 1, n do
     if each then
       waits[i] = -1
     end
-  elseif prev * (period - e) + (cur + cost) * period > limit * period then
+  elseif cost > 0 and not weighs(prev, period, e, cur + cost, limit) then
     allowed = 0
     -- Still in this window: prev*(period-e-w) <= (limit-cur-cost)*period.
     local free = (limit - cur - cost) * period
@@ -265,6 +292,9 @@ for i = 1, n do
       end
     end
     w = w + at - now
+    if cuts[i] and w > cuts[i] - now then
+      w = cuts[i] - now -- counts of another period end there at the latest
+    end
     if each then
       waits[i] = w
     end
@@ -287,9 +317,8 @@ for i = 1, n do
     cur = cur + cost
   end
   local r = 0
-  local room = limit * period - prev * (period - e) - cur * period
-  if room > 0 then
-    r = floor(room / period)
+  if weighs(prev, period, e, cur, limit) then
+    r = limit - cur + floor(-prev * (period - e) / period)
   end
   if remaining == -1 or r < remaining then
     remaining = r
@@ -303,6 +332,9 @@ for i = 1, n do
   elseif prev > 0 then
     life = period - e + skews[i]
   end
+  if cuts[i] and not wrote and life > cuts[i] - now then
+    life = cuts[i] - now
+  end
   if life > reset then
     reset = life
   end
@@ -315,7 +347,7 @@ for i = 1, n do
     if ms < 2 then
       ms = 2
     end
-    redis.call('SET', keys[i], format('%d:%d:%d', wins[i], cur, prev), 'PX', format('%d', ms))
+    redis.call('SET', keys[i], format('%d:%d:%d:%d', ats[i], cur, prev, period), 'PX', format('%d', ms))
   elseif vals[i] and redis.call('PTTL', keys[i]) == -1 then
     lib().expire_in(keys[i], life) -- repair a key found without TTL
   end

@@ -39,20 +39,20 @@ var tables = []table{
 		steps: []step{
 			rate(0, 1, 1, 2, 0, 1*sec),
 			withMembers(rate(0, 1, 1, 1, 0, 1*sec), // same timestamp: a second, distinct member
-				logged(0, 1, 1), logged(0, 2, 1)),
+				logged(0, 1, 1, 1*sec), logged(0, 2, 1, 1*sec)),
 			rate(400*ms, 0, 1, 1, 0, 600*ms),
 			rate(400*ms, 1, 1, 0, 0, 1*sec),
 			rate(500*ms, 2, 0, 0, 500*ms, 900*ms), // both units at 0 must leave
 			rate(500*ms, 4, 0, 0, -1, 900*ms),
 			rate(999_999, 1, 0, 0, 1, 400_001),
 			withMembers(rate(1*sec, 2, 1, 0, 0, 1*sec), // the units at 0 are out; trimmed on write
-				logged(400*ms, 3, 1), logged(1*sec, 5, 2)),
+				logged(400*ms, 3, 1, 1*sec), logged(1*sec, 5, 2, 1*sec)),
 			rate(1*sec, 1, 0, 0, 400*ms, 1*sec),
 			persist(rate(1200*ms, 0, 1, 0, 0, 800*ms)),
 			rate(1400*ms, 1, 1, 0, 0, 1*sec),
 			rate(9*sec, 3, 1, 0, 0, 1*sec), // idle past the TTL: the running total restarts
 			withMembers(rate(9*sec, 0, 1, 0, 0, 1*sec),
-				logged(9*sec, 3, 3)),
+				logged(9*sec, 3, 3, 1*sec)),
 			rate(9_123_457, 1, 0, 0, 876_543, 876_543),
 		},
 	},
@@ -68,7 +68,7 @@ var tables = []table{
 			rate(100*ms, 3, 1, 5, 0, 1*sec),
 			rate(200*ms, 1, 1, 4, 0, 1*sec),
 			withMembers(rate(300*ms, 4, 1, 0, 0, 1*sec),
-				logged(0, 2, 2), logged(100*ms, 5, 3), logged(200*ms, 6, 1), logged(300*ms, 10, 4)),
+				logged(0, 2, 2, 1*sec), logged(100*ms, 5, 3, 1*sec), logged(200*ms, 6, 1, 1*sec), logged(300*ms, 10, 4, 1*sec)),
 			rate(400*ms, 1, 0, 0, 600*ms, 900*ms),  // the request at 0 must leave
 			rate(400*ms, 3, 0, 0, 700*ms, 900*ms),  // 3 units: the one at 100 ms too
 			rate(400*ms, 5, 0, 0, 700*ms, 900*ms),  // 5 units: exactly those two
@@ -78,7 +78,7 @@ var tables = []table{
 			rate(400*ms, 11, 0, 0, -1, 900*ms),
 			rate(1050*ms, 3, 0, 2, 50*ms, 250*ms), // the request at 0 is out: 8 counted
 			withMembers(rate(1100*ms, 3, 1, 2, 0, 1*sec), // trimmed: the totals go on
-				logged(200*ms, 6, 1), logged(300*ms, 10, 4), logged(1100*ms, 13, 3)),
+				logged(200*ms, 6, 1, 1*sec), logged(300*ms, 10, 4, 1*sec), logged(1100*ms, 13, 3, 1*sec)),
 			rate(1100*ms, 5, 0, 2, 200*ms, 1*sec), // 3 units must leave: those at 200 and 300 ms
 			rate(1100*ms, 9, 0, 2, 1*sec, 1*sec),  // 7 units: all three
 		},
@@ -139,15 +139,16 @@ var tables = []table{
 		},
 	},
 	{
-		// Each limit has its own key, holding what gcra keeps: "tat" or
-		// "tat:r".
+		// Each limit has its own key, holding what gcra keeps:
+		// "tat:r:l:p".
 		name:   "gcra_multi",
 		script: "gcra_multi",
 		limits: [][]string{{"2", "1000000", "2"}, {"3", "10000000", "3"}}, // 2 per s (burst 2) AND 3 per 10 s (burst 3)
 		steps: []step{
 			withValues(withLives(rate(0, 1, 1, 1, 0, 3_333_334, 1), 500*ms, 3_333_334), func(start int64) []string {
-				// T = 500 ms, and 10 s/3 = 3,333,333 µs + 1/3 µs.
-				return []string{itoa(start + 500*ms), itoa(start+3_333_333) + ":1"}
+				// T = 500 ms, and 10 s/3 = 3,333,333 µs + 1/3 µs; each with
+				// its rate in lowest terms (1 per 500,000 µs, 3 per 10 s).
+				return []string{itoa(start+500*ms) + ":0:1:500000", itoa(start+3_333_333) + ":1:3:10000000"}
 			}),
 			withLives(rate(0, 1, 1, 0, 0, 6_666_667, 1), 1*sec, 6_666_667),
 			rate(0, 1, 0, 0, 500*ms, 6_666_667, 1),                                                // the 2/s limit decides
@@ -177,13 +178,13 @@ var tables = []table{
 	},
 	{
 		// Each limit has its own key, holding what sliding_window keeps:
-		// "w:c:p".
+		// "t:c:p:d".
 		name:   "sliding_window_multi",
 		script: "sliding_window_multi",
 		limits: [][]string{{"2", "1000000"}, {"3", "10000000"}}, // 2 per s AND 3 per 10 s
 		steps: []step{
 			withValues(withLives(rate(0, 1, 1, 1, 0, 20*sec, 1), 2*sec, 20*sec), func(start int64) []string {
-				return []string{itoa(start/sec) + ":1:0", itoa(start/(10*sec)) + ":1:0"}
+				return []string{itoa(start) + ":1:0:1000000", itoa(start) + ":1:0:10000000"}
 			}),
 			withLives(rate(500*ms, 1, 1, 0, 0, 19_500_000, 1), 1500*ms, 19_500_000),
 			rate(1200*ms, 1, 0, 0, 300*ms, 18_800_000, 1),
@@ -233,7 +234,7 @@ var skewTables = []table{
 		steps: []step{
 			rate(1*sec, 1, 1, 1, 0, 1*sec),
 			withMembers(rate(600*ms, 1, 1, 0, 0, 1400*ms), // the unit at 1 s still counts
-				logged(1*sec, 1, 1), logged(1*sec, 2, 1)),
+				logged(1*sec, 1, 1, 1*sec), logged(1*sec, 2, 1, 1*sec)),
 			rate(600*ms, 1, 0, 0, 1400*ms, 1400*ms),
 		},
 	},
@@ -261,22 +262,29 @@ var skewTables = []table{
 		},
 	},
 	{
-		// A limit changed between calls: a lower rate rounds the stored TAT
-		// up to a whole µs; a smaller burst caps the stored level.
+		// A limit changed between calls (see bucketChangeSteps).
 		name: "gcra_changed", script: "gcra", params: []string{"3", "1000000", "5"},
-		steps: []step{
-			rate(0, 2, 1, 3, 0, 666_667),
-			withParams(rate(0, 1, 1, 3, 0, 1_666_667), "1", "1000000", "5"),
-		},
+		steps: bucketChangeSteps,
 	},
 	{
 		name: "token_bucket_changed", script: "token_bucket", params: []string{"3", "1000000", "5"},
-		steps: []step{
-			rate(0, 1, 1, 4, 0, 333_334),
-			withParams(rate(0, 0, 1, 2, 0, 0), "3", "1000000", "2"),
-			withParams(rate(0, 2, 1, 0, 0, 666_667), "3", "1000000", "2"),
-		},
+		steps: bucketChangeSteps,
 	},
+}
+
+// bucketChangeSteps change the numbers of a token bucket or GCRA of 3 per s
+// and a burst of 5 between calls, on one state: both must give exactly
+// these replies. The tokens missing carry over; they refill at the rate
+// they were taken at until the next admission, which writes them, rounded
+// up to whole tokens, under the new rate.
+var bucketChangeSteps = []step{
+	rate(0, 2, 1, 3, 0, 666_667),
+	withParams(rate(0, 0, 1, 0, 0, 666_667), "3", "1000000", "2"),          // burst 2: the 2 missing leave none
+	withParams(rate(0, 1, 0, 0, 333_334, 666_667), "3", "1000000", "2"),    // until one refills at 3 per s
+	withParams(rate(0, 1, 1, 2, 0, 3*sec), "1", "1000000", "5"),            // 1 per s: 2 + 1 missing, refilled at 1 per s
+	withParams(rate(500*ms, 0, 1, 7, 0, 2500*ms), "1", "1000000", "10"),    // burst 10: 10 - 2.5 at once
+	withParams(rate(500*ms, 1, 1, 1, 0, 400*ms), "10", "1000000", "5"),     // 10 per s: ceil(2.5) + 1 missing, refilled at 10 per s
+	withParams(rate(500*ms, 5, 0, 1, 400*ms, 400*ms), "1", "1000000", "5"), // 1 per s: what is missing still refills at 10 per s
 }
 
 // bucketSteps runs on the token bucket and on GCRA alike with 3 per s and a

@@ -102,10 +102,16 @@ func (tb table) allKeys() []string {
 	return out
 }
 
-// logged names the sliding-log member of running total total and cost c
-// (see sliding_log.lua), logged at us after base; the runner checks its
-// score too.
-func logged(us, total, c int64) string { return fmt.Sprintf("@%d=%016d:%d", us, total, c) }
+// logged names the sliding-log member of running total total and cost c,
+// admitted under period (see sliding_log.lua), logged at us after base; the
+// runner checks its score too.
+func logged(us, total, c, period int64) string {
+	return fmt.Sprintf("@%d=%016d:%d:%d", us, total, c, period)
+}
+
+// loggedBefore names a member as earlier versions of sliding_log.lua wrote
+// it, without the period.
+func loggedBefore(us, total, c int64) string { return fmt.Sprintf("@%d=%016d:%d", us, total, c) }
 
 // expandMember splits a member given by logged into the member's name and
 // its score when the table starts at start; other members have no score.

@@ -9,8 +9,14 @@
 -- bucket is full. A denied request, a cost of 0 and a peek change nothing. Times are
 -- in µs; burst*period/gcd(limit, period) must not exceed 2^52.
 --
+-- When the limit changes, the tokens missing carry over: the bucket holds
+-- the new burst less them, and until the next admission they refill at the
+-- rate they were taken at; that admission rounds them up to whole tokens
+-- and writes them under the new rate (docs/algorithms.md, "When a limit
+-- changes"). Decision for decision, this is gcra's rule.
+--
 -- @script token_bucket
--- @key state          string "t:v": the time t of the level in µs and the level v in 1/p tokens, p = period/gcd(limit, period)
+-- @key state          string "t:d:l:p": at time t in µs the bucket misses d/p tokens, refilled at l/p tokens per µs (the rate in lowest terms)
 -- @arg limit int      tokens added per period, >= 1
 -- @arg period int     refill period in µs, >= 1
 -- @arg burst int      bucket capacity in tokens, >= 1
@@ -23,14 +29,17 @@
 -- @return reset_after int   µs until the bucket is full
 
 -- Exactness: with the rate in lowest terms l/p (l = limit/g, p = period/g,
--- g = gcd(limit, period)), the level is kept in units of 1/p token, so
--- refilling adds exactly l units per µs and every result is an exact
--- integer: no drift however long the bucket runs. A stored time
--- ahead of the caller's clock (another client's clock runs ahead) is kept:
--- the bucket refills from that time on. TTL: until the bucket is full again,
--- rounded up to whole ms and at least 2 ms (a missing key reads as a full
--- bucket), written with the value by SET ... PX. Memory: one string of at
--- most 33 bytes per identity.
+-- g = gcd(limit, period)), what the bucket misses is kept in units of 1/p
+-- token, so refilling takes exactly l units per µs and every result is an
+-- exact integer: no drift however long the bucket runs. The rate is stored
+-- with it, so those units keep their meaning when the limit changes. A
+-- stored time ahead of the caller's clock (another client's clock runs
+-- ahead) is kept: the bucket refills from that time on. TTL: until the
+-- bucket is full again, rounded up to whole ms and at least 2 ms (a missing
+-- key reads as a full bucket), written with the value by SET ... PX; until
+-- the next admission the bucket refills at the rate it was written under,
+-- so no change of the limit makes it outlive its TTL. Memory: one string of
+-- at most 67 bytes per identity (about 34 for 100 per minute).
 
 -- Cost per decision: GET, then SET ... PX when tokens are taken, else PTTL
 -- when the key exists (TIME first when now is unset); the arguments are
@@ -180,52 +189,71 @@ if not now then
   now = t[1] * 1000000 + t[2]
 end
 
--- State: "t:v". A missing key reads as a full bucket; so does a value of
--- another form or a key of another type (such as the hash earlier versions
--- kept), which the next admission replaces.
+-- State: "t:d:l:p": at time t the bucket misses d/p tokens of being full
+-- and refills at l/p tokens per µs, the rate in lowest terms it was written
+-- under. A missing key reads as a full bucket; so does a value of another
+-- form or a key of another type (such as the hash earlier versions kept),
+-- which the next admission replaces. "t:v", which earlier versions wrote
+-- (the level v in 1/p tokens at t), reads as written under the caller's
+-- rate.
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
 local found = type(v) == 'string'
-local at = now -- the time the level is known at
-local level = cap
+local at = now -- the time the bucket is known at
+local miss = 0 -- the tokens it misses then, in 1/wp tokens
+local wl, wp = limit, period -- the rate it refills at
 if found then
-  local stt, stv = string.match(v, '^(%d+):(%d+)$')
-  stt, stv = tonumber(stt), tonumber(stv)
-  if stt and stv and stt <= 2 * MAX then
-    level = stv
-    if level > cap then
-      level = cap
-    end
-    if stt > now then
-      at = stt
-    elseif level < cap then
-      -- Full again once (now - stt)*limit >= cap - level.
-      if now - stt >= -floor((level - cap) / limit) then
-        level = cap
-      else
-        level = level + (now - stt) * limit
+  local st, sd, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sd, sl, sp = tonumber(st), tonumber(sd), tonumber(sl), tonumber(sp)
+  if not st then
+    st, sd = string.match(v, '^(%d+):(%d+)$')
+    st, sd, sl, sp = tonumber(st), tonumber(sd), limit, period
+    if sd then
+      sd = cap - sd -- a level above a lowered burst reads as a full bucket
+      if sd < 0 then
+        sd = 0
       end
+    end
+  end
+  if st and sd and st <= 2 * MAX and sd <= MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD then
+    wl, wp = sl, sp
+    if st > now then
+      at, miss = st, sd
+    elseif now - st < -floor(-sd / sl) then -- not full yet: ceil(sd/sl) µs of refill
+      miss = sd - (now - st) * sl
     end
   end
 end
 local skew = at - now
 
+-- Until the next admission the bucket refills at the rate it was written
+-- under, and holds burst less what it misses: allowed iff
+-- ceil(miss/wp) + cost <= burst, in whole tokens, the same test as
+-- miss + cost*wp <= burst*wp. The first admission under another rate
+-- writes what the bucket misses rounded up to whole tokens, with cost, at
+-- the caller's rate.
+local short = -floor(-miss / wp) -- whole tokens missing
 local allowed, retry = 0, 0
 if cost > burst then
   retry = -1
-else
-  local need = cost * period
-  if need <= level then
-    allowed = 1
-    level = level - need
-  else
-    retry = skew - floor((level - need) / limit) -- ceil((need - level)/limit)
+elseif short + cost <= burst or cost == 0 then
+  allowed = 1
+  if cost > 0 then
+    if wl == limit and wp == period then
+      miss = miss + cost * period
+    else
+      miss = (short + cost) * period
+    end
+    wl, wp, short = limit, period, short + cost
   end
+else
+  -- Until miss - w*wl <= (burst - cost)*wp, which is below miss + wp.
+  retry = skew - floor(((burst - cost) * wp - miss) / wl)
 end
 
 local reset = 0
-if level < cap then
-  reset = skew - floor((level - cap) / limit)
+if miss > 0 then
+  reset = skew - floor(-miss / wl)
 end
 if allowed == 1 and cost > 0 and not peek then
   -- The TTL goes with the value: until the bucket is full, in whole ms, at
@@ -234,9 +262,12 @@ if allowed == 1 and cost > 0 and not peek then
   if ms < 2 then
     ms = 2
   end
-  redis.call('SET', key, format('%d:%d', at, level), 'PX', format('%d', ms))
+  redis.call('SET', key, format('%d:%d:%d:%d', at, miss, limit, period), 'PX', format('%d', ms))
 elseif found and not peek and redis.call('PTTL', key) == -1 then
   lib().expire_in(key, reset) -- repair a key found without TTL
 end
-local remaining = floor(level / period)
+local remaining = burst - short
+if remaining < 0 then
+  remaining = 0
+end
 return {allowed, remaining, retry, reset}

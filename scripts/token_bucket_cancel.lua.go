@@ -20,7 +20,7 @@ const (
 )
 
 // TokenBucketCancelSHA1 is the SHA1 of token_bucket_cancel.lua, as SCRIPT LOAD returns it.
-const TokenBucketCancelSHA1 = "9625c83330446303add2db11088bbfa5b5013bf9"
+const TokenBucketCancelSHA1 = "a43c3fb3885bc871e76ca4901fdb13e03b9e9fd4"
 
 // tokenBucketCancelSource is token_bucket_cancel.lua, byte for byte.
 const tokenBucketCancelSource = `-- TokenBucketCancel gives back a reservation token_bucket_reserve made that
@@ -34,7 +34,7 @@ const tokenBucketCancelSource = `-- TokenBucketCancel gives back a reservation t
 -- restored is what came back, in whole µs of refill.
 --
 -- @script token_bucket_cancel
--- @key state          string "t:v", as token_bucket keeps it
+-- @key state          string "t:d:l:p", as token_bucket keeps it
 -- @arg limit int      tokens added per period, >= 1
 -- @arg period int     refill period in µs, >= 1
 -- @arg burst int      bucket capacity in tokens, >= 1
@@ -45,7 +45,9 @@ const tokenBucketCancelSource = `-- TokenBucketCancel gives back a reservation t
 -- @arg now int?       client clock in µs since the Unix epoch; Redis TIME when unset
 -- @return restored int      µs of refill given back (rounded down)
 
--- State and TTL as in token_bucket.
+-- State and TTL as in token_bucket. A state written under another rate
+-- than the caller's (the limit changed since the reservation) gives
+-- nothing back.
 
 local MAX = 4503599627370496 -- 2^52: integers up to here are exact in Lua numbers
 local MAX_PERIOD = 1125899906842624 -- 2^50 µs, about 35 years
@@ -186,16 +188,25 @@ local v = redis.pcall('GET', key)
 if type(v) ~= 'string' then
   return {0}
 end
-local at, level = string.match(v, '^(%d+):(%d+)$')
-at, level = tonumber(at), tonumber(level)
-if not (at and level and at <= 2 * MAX) then
+local at, empty, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+at, empty, sl, sp = tonumber(at), tonumber(empty), tonumber(sl), tonumber(sp)
+if not at then
+  local level
+  at, level = string.match(v, '^(%d+):(%d+)$')
+  at, level, sl, sp = tonumber(at), tonumber(level), limit, period
+  if level then
+    empty = cap - level
+    if empty < 0 then
+      empty = 0
+    end
+  end
+end
+-- A state written under another rate (the limit changed since the
+-- reservation) has nothing known to give back.
+if not (at and empty and at <= 2 * MAX and empty <= MAX and sl == limit and sp == period) then
   return {0}
 end
-if level > cap then
-  level = cap
-end
 -- The state as a TAT: st whole µs and sr in 1/limit µs.
-local empty = cap - level
 local st = floor(empty / limit)
 local sr = empty - st * limit
 st = at + st
@@ -227,7 +238,7 @@ at = st - floor((cap - sr) / limit)
 if at < now then
   at = now
 end
-level = cap - (st - at) * limit - sr
+empty = (st - at) * limit + sr
 local life = st - now
 if sr > 0 then
   life = life + 1
@@ -236,7 +247,7 @@ local ms = floor((life + 999) / 1000)
 if ms < 2 then
   ms = 2
 end
-redis.call('SET', key, format('%d:%d', at, level), 'PX', format('%d', ms))
+redis.call('SET', key, format('%d:%d:%d:%d', at, empty, limit, period), 'PX', format('%d', ms))
 return {q}`
 
 // TokenBucketCancel gives back a reservation token_bucket_reserve made that
@@ -262,7 +273,7 @@ type TokenBucketCancelScript struct {
 
 // TokenBucketCancelKeys are the KEYS of token_bucket_cancel.lua, in order.
 type TokenBucketCancelKeys struct {
-	// State is KEYS[1]: string "t:v", as token_bucket keeps it
+	// State is KEYS[1]: string "t:d:l:p", as token_bucket keeps it
 	State string
 }
 

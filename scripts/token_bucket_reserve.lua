@@ -5,12 +5,15 @@
 -- away, and takes the tokens then. The state is token_bucket's, on the same
 -- key, so reservations and token_bucket's admissions spend one bucket.
 --
--- The bucket's level is known at a time at (now, or the moment of the last
--- reservation when that is ahead). A cost the level holds is taken at once
--- (delay 0); otherwise the reservation conforms when the refill from at has
--- made up what is missing, the delay token_bucket reports as retry_after,
--- and the state is written at that moment with the level it then holds
--- less the cost (less than one µs of refill). Waiters on one identity are
+-- What the bucket misses is known at a time at (now, or the moment of the
+-- last reservation when that is ahead). A cost the bucket holds is taken at
+-- once (delay 0); otherwise the reservation conforms when the refill from
+-- at has made up what is missing, the delay token_bucket reports as
+-- retry_after, and the state is written at that moment, the bucket then
+-- missing the cost (the bucket is never fuller than full). A limit changed
+-- since the state was written books as token_bucket admits: the bucket
+-- refills at the rate it was written under until that moment, and what it
+-- misses then is rounded up to whole tokens. Waiters on one identity are
 -- served in the order of their reservations: each waits for the refill
 -- after the last one's moment. A reservation not made (ok 0) changes
 -- nothing; its delay is the wait it would have needed, -1 when cost >
@@ -20,7 +23,7 @@
 -- burst*period/gcd(limit, period) must not exceed 2^52.
 --
 -- @script token_bucket_reserve
--- @key state          string "t:v", as token_bucket keeps it
+-- @key state          string "t:d:l:p", as token_bucket keeps it
 -- @arg limit int      tokens added per period, >= 1
 -- @arg period int     refill period in µs, >= 1
 -- @arg burst int      bucket capacity in tokens, >= 1
@@ -164,26 +167,30 @@ if not now then
   now = t[1] * 1000000 + t[2]
 end
 
--- The level at its time, read as token_bucket reads it.
+-- What the bucket misses at its time, read as token_bucket reads it.
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
-local at, level = now, cap
+local at, miss = now, 0
+local wl, wp = limit, period -- the rate it refills at
 if type(v) == 'string' then
-  local stt, stv = string.match(v, '^(%d+):(%d+)$')
-  stt, stv = tonumber(stt), tonumber(stv)
-  if stt and stv and stt <= 2 * MAX then
-    level = stv
-    if level > cap then
-      level = cap
-    end
-    if stt > now then
-      at = stt
-    elseif level < cap then
-      if now - stt >= -floor((level - cap) / limit) then
-        level = cap
-      else
-        level = level + (now - stt) * limit
+  local st, sd, sl, sp = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+  st, sd, sl, sp = tonumber(st), tonumber(sd), tonumber(sl), tonumber(sp)
+  if not st then
+    st, sd = string.match(v, '^(%d+):(%d+)$')
+    st, sd, sl, sp = tonumber(st), tonumber(sd), limit, period
+    if sd then
+      sd = cap - sd
+      if sd < 0 then
+        sd = 0
       end
+    end
+  end
+  if st and sd and st <= 2 * MAX and sd <= MAX and sl >= 1 and sl <= MAX and sp >= 1 and sp <= MAX_PERIOD then
+    wl, wp = sl, sp
+    if st > now then
+      at, miss = st, sd
+    elseif now - st < -floor(-sd / sl) then
+      miss = sd - (now - st) * sl
     end
   end
 end
@@ -191,21 +198,29 @@ end
 if cost > burst then
   return {0, -1, 0, 0, 0}
 end
-local need = cost * period
+-- As in token_bucket: the bucket refills at the rate it was written under
+-- until cost fits, ceil(miss/wp) + cost <= burst.
 local wait = 0
-if need > level then
-  -- ceil((need - level)/limit) µs of refill after at.
-  local fill = -floor((level - need) / limit)
+local short = -floor(-miss / wp)
+if short + cost > burst then
+  local fill = -floor(((burst - cost) * wp - miss) / wl)
   wait = at - now + fill
-  at, level = at + fill, level + fill * limit
+  at, miss = at + fill, miss - fill * wl
+  if miss < 0 then
+    miss = 0
+  end
+  short = -floor(-miss / wp)
 end
 if wait > max_wait then
   return {0, wait, 0, 0, 0}
 end
-level = level - need
-local empty = cap - level -- what the bucket misses at at, in 1/period tokens
-local full = floor(empty / limit) -- µs from at until it holds cap - empty % limit
-local rem = empty - full * limit
+if wl == limit and wp == period then
+  miss = miss + cost * period
+else
+  miss = (short + cost) * period -- booked under another rate, as token_bucket admits
+end
+local full = floor(miss / limit) -- µs from at until the bucket holds all but miss % limit
+local rem = miss - full * limit
 local life = at - now + full
 if rem > 0 then
   life = life + 1
@@ -214,5 +229,5 @@ local ms = floor((life + 999) / 1000)
 if ms < 2 then
   ms = 2
 end
-redis.call('SET', key, format('%d:%d', at, level), 'PX', format('%d', ms))
+redis.call('SET', key, format('%d:%d:%d:%d', at, miss, limit, period), 'PX', format('%d', ms))
 return {1, wait, now + wait, at + full, rem}

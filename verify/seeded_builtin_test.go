@@ -16,8 +16,8 @@ func TestVetSeededBugsInBuiltins(t *testing.T) {
 	cases := []struct {
 		name, script, old, new, check string
 	}{
-		{"TTL dropped from SET", "gcra", "  redis.call('SET', key, v, 'PX', format('%d', ms))", "  redis.call('SET', key, v) -- (seeded bug: no PX)", verify.CheckNoTTL},
-		{"TTL dropped from SET", "fixed_window", "  redis.call('SET', key, format('%d:%d', win, used), 'PX', format('%d', ms))", "  redis.call('SET', key, format('%d:%d', win, used)) -- (seeded bug: no PX)", verify.CheckNoTTL},
+		{"TTL dropped from SET", "gcra", "  redis.call('SET', key, format('%d:%d:%d:%d', tat, rem, limit, period), 'PX', format('%d', ms))", "  redis.call('SET', key, format('%d:%d:%d:%d', tat, rem, limit, period)) -- (seeded bug: no PX)", verify.CheckNoTTL},
+		{"TTL dropped from SET", "fixed_window", "  redis.call('SET', key, format('%d:%d:%d', at, used, period), 'PX', format('%d', ms))", "  redis.call('SET', key, format('%d:%d:%d', at, used, period)) -- (seeded bug: no PX)", verify.CheckNoTTL},
 		{"undeclared key", "gcra", "local key = KEYS[1]", "local key = 'sluice:{vet}:' .. KEYS[1]", verify.CheckUndeclaredKey},
 		{"undeclared key", "sliding_log", "local key = KEYS[1]", "local key = 'sluice:{vet}:' .. KEYS[1]", verify.CheckUndeclaredKey},
 		{"float reply", "gcra", "return {allowed, remaining, retry, reset}", "return {allowed, remaining, retry, reset / 1000}", verify.CheckFloatReply},

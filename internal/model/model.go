@@ -102,12 +102,14 @@ func Remaining(a Algorithm, now int64) int64 {
 }
 
 // RetryAfter returns the smallest wait w >= 1 after which a admits cost,
-// or 0 when it admits cost now, or -1 when cost exceeds its capacity.
+// or 0 when it admits cost now, or -1 when cost exceeds its capacity. A
+// cost of 0 only reports: it is always admitted, also by a state that
+// holds more than a lowered limit.
 func RetryAfter(a Algorithm, now, cost int64) int64 {
 	if cost > a.Capacity() {
 		return -1
 	}
-	if a.Admits(now, cost) {
+	if cost == 0 || a.Admits(now, cost) {
 		return 0
 	}
 	return firstTrue(1, func(w int64) bool { return a.Admits(now+w, cost) })
@@ -150,6 +152,9 @@ func DecideAll(as []Algorithm, now, cost int64) Decision {
 	}
 	if d.RetryAfter == 0 {
 		all := func(t int64) bool {
+			if cost == 0 {
+				return true // it only reports
+			}
 			for _, a := range as {
 				if !a.Admits(t, cost) {
 					return false
