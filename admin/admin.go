@@ -82,8 +82,6 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
-// errUsage marks a command line already explained on stderr.
-var errUsage = errors.New("usage")
 
 // failf prints a failure and returns ExitFailed.
 func (e *env) failf(format string, args ...any) int {
