@@ -82,7 +82,6 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
-
 // failf prints a failure and returns ExitFailed.
 func (e *env) failf(format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "sluice: "+format+"\n", args...)
