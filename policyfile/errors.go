@@ -130,3 +130,8 @@ func didYouMean(w string, known []string) string {
 	}
 	return ""
 }
+
+// DidYouMean is " (did you mean "x"?)" for the word of known nearest to w
+// when it is close enough to be a misspelling of it, or "": the hint
+// Parse gives for an unknown field, for other readers of YAML files.
+func DidYouMean(w string, known []string) string { return didYouMean(w, known) }

@@ -32,6 +32,7 @@ var published = map[string]string{
 	"adapters/echov4":   "github.com/sluice-go/sluice/adapters/echov4",
 	"adapters/gin":      "github.com/sluice-go/sluice/adapters/gin",
 	"adapters/grpc":     "github.com/sluice-go/sluice/adapters/grpc",
+	"cmd/sluice-rls":    "github.com/sluice-go/sluice/cmd/sluice-rls",
 	"transport/goredis": "github.com/sluice-go/sluice/transport/goredis",
 }
 
