@@ -15,4 +15,9 @@
 // link swapped to point elsewhere (a Kubernetes ConfigMap volume swaps its
 // ..data link). The directory the file really lies in, when a link leads
 // elsewhere, is watched too.
+//
+// WatchDir does the same for a configuration made of the files of a
+// directory (envoyproxy/ratelimit's directory of YAML files, say): a
+// version is what the files it selects hold, and any change in the
+// directory is looked at.
 package reload

@@ -63,11 +63,13 @@ type Status struct {
 	LastErrorAt time.Time
 }
 
-// Watcher watches one file and applies each new version of it. Its
-// methods are safe for concurrent use.
+// Watcher watches one file, or one directory (WatchDir), and applies each
+// new version of it. Its methods are safe for concurrent use.
 type Watcher struct {
-	path   string // absolute, clean
-	dir    string
+	path   string                 // absolute, clean
+	dir    string                 // the directory watched: the file's, or the directory itself
+	isDir  bool                   // WatchDir: path is the directory
+	read   func() ([]byte, error) // what a version is made of: the file's bytes, or the directory's snapshot
 	load   func() (apply func() error, err error)
 	opts   Options
 	log    *slog.Logger
@@ -128,23 +130,106 @@ func Watch[T any](ctx context.Context, path string, load func(path string) (T, e
 	}, opts, hooks{})
 }
 
+// WatchDir is Watch for a configuration made of the files of a directory
+// (a Kubernetes ConfigMap volume, say): load reads the directory (at the
+// absolute path it is given) and apply puts the result in force, first at
+// once and then each time the directory changes. Its version is the
+// content of the files of dir whose names match accepts (regular files or
+// links to them, in name order, names included; subdirectories are not
+// read): a file added, changed, renamed or removed is a new version, and
+// a change that leaves those files as they were (an editor's swap file)
+// applies nothing. Status.Path is the directory.
+//
+// The directory itself is watched, so a file linked in from elsewhere is
+// seen again when its link changes (as a ConfigMap volume swaps its ..data
+// link), not when the file it leads to is edited in place; Reload reads
+// it at any time.
+func WatchDir[T any](ctx context.Context, dir string, match func(name string) bool, load func(dir string) (T, error), apply func(T) error, opts Options) (*Watcher, error) {
+	if load == nil || apply == nil || match == nil {
+		return nil, errors.New("reload: WatchDir needs a match, a load and an apply func")
+	}
+	return startDir(ctx, dir, match, func(p string) (func() error, error) {
+		v, err := load(p)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return apply(v) }, nil
+	}, opts, hooks{})
+}
+
+// startDir is WatchDir without its type parameter.
+func startDir(ctx context.Context, dir string, match func(string) bool, load func(string) (func() error, error), opts Options, h hooks) (*Watcher, error) {
+	if dir == "" {
+		return nil, errors.New("reload: WatchDir needs a directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	if st, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("reload: WatchDir: %s is not a directory (Watch watches a file)", abs)
+	}
+	w := &Watcher{path: abs, dir: abs, isDir: true, read: func() ([]byte, error) { return snapshot(abs, match) }}
+	return w.start(ctx, load, opts, h)
+}
+
+// snapshot is what a watched directory holds: the name, length and bytes
+// of each file whose name match accepts, in name order.
+func snapshot(dir string, match func(string) bool) ([]byte, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	for _, e := range entries {
+		if !match(e.Name()) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			continue // a dangling link, a directory
+		}
+		data, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed meanwhile: the next event reads again
+		}
+		if err != nil {
+			return nil, err
+		}
+		b = fmt.Appendf(b, "%s\x00%d\x00", e.Name(), len(data))
+		b = append(b, data...)
+	}
+	return b, nil
+}
+
 // start is Watch without its type parameter.
 func start(ctx context.Context, path string, load func(string) (func() error, error), opts Options, h hooks) (*Watcher, error) {
 	if path == "" {
 		return nil, errors.New("reload: Watch needs a file path")
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	w := &Watcher{path: abs, dir: filepath.Dir(abs), read: func() ([]byte, error) { return os.ReadFile(abs) }}
+	return w.start(ctx, load, opts, h)
+}
+
+// start watches w.dir, loads w.path for the first time and starts the
+// loop.
+func (w *Watcher) start(ctx context.Context, load func(string) (func() error, error), opts Options, h hooks) (*Watcher, error) {
 	if opts.Debounce < 0 {
 		return nil, fmt.Errorf("reload: negative Options.Debounce %v", opts.Debounce)
 	}
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("reload: %w", err)
-	}
-	w := &Watcher{path: abs, dir: filepath.Dir(abs), opts: opts, log: opts.Logger, hooks: h, done: make(chan struct{})}
+	abs := w.path
+	w.opts, w.log, w.hooks, w.done = opts, opts.Logger, h, make(chan struct{})
 	w.load = func() (func() error, error) { return load(abs) }
+	var err error
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -279,6 +364,9 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 		w.log.Warn("reload: the directory of "+w.path+" was removed: changes are no longer seen; Reload still reads the path", "dir", w.dir)
 		return false
 	}
+	if w.isDir {
+		return true // anything in it may change what it holds; the version tells
+	}
 	now, err := filepath.EvalSymlinks(w.path)
 	return err != nil || now != real
 }
@@ -293,7 +381,7 @@ func (w *Watcher) reload(force, watched bool) (did bool, err error) {
 	defer w.mu.Unlock()
 	defer w.follow(watched)
 	for range maxTries {
-		data, err := os.ReadFile(w.path)
+		data, err := w.read()
 		if err != nil {
 			return w.refuse(err.Error(), "", "read", err, force, watched)
 		}
@@ -331,7 +419,7 @@ func (w *Watcher) reload(force, watched bool) (did bool, err error) {
 
 // unchanged reports whether the file still holds version.
 func (w *Watcher) unchanged(version string) bool {
-	data, err := os.ReadFile(w.path)
+	data, err := w.read()
 	return err == nil && Digest(data) == version
 }
 
@@ -357,6 +445,9 @@ func (w *Watcher) refuse(key, version, stage string, err error, force, watched b
 // follow watches the directory the file lies in when a link leads out of
 // its own, and remembers where the path leads.
 func (w *Watcher) follow(watched bool) {
+	if w.isDir {
+		return // the directory itself is watched
+	}
 	real, err := filepath.EvalSymlinks(w.path)
 	if err != nil {
 		real = ""
