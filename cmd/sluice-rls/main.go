@@ -236,7 +236,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 	opts := rlsconf.Options{MergeDomains: o.mergeDomains}
 	if o.config != "" {
 		watcher, err = reload.WatchDir(ctx, o.config, rlsconf.IsConfigFile,
-			func(dir string) (*rlsconf.Config, error) { return rlsconf.Load(dir, opts) }, apply,
+			// The directory as given, so that errors name its files so.
+			func(string) (*rlsconf.Config, error) { return rlsconf.Load(o.config, opts) }, apply,
 			reload.Options{Logger: log, MeterProvider: mp})
 		if err != nil {
 			return fail(err)

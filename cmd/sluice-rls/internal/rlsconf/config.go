@@ -172,9 +172,8 @@ func Build(files []File, opts Options) (*Config, error) {
 		c.Files = append(c.Files, f.Name)
 		b.errs = append(b.errs, errs...)
 		c.Warnings = append(c.Warnings, warns...)
-		if len(errs) > 0 {
-			continue // its tree may be half read: no more errors from it
-		}
+		// A tree with problems is built all the same, for the problems
+		// of its other parts; what could not be read is not checked again.
 		b.domain(doc)
 	}
 	if err := b.errs.Err(); err != nil {
@@ -215,6 +214,9 @@ func (b *builder) domain(doc *fileDoc) {
 // load adds descs under parent, whose key is parentKey (ending in '.').
 func (b *builder) load(parent *node, parentKey string, descs []*descDoc) {
 	for _, dd := range descs {
+		if dd.bad {
+			continue
+		}
 		if dd.key == "" {
 			b.errorf(dd.keyPos, "descriptor has empty key")
 			continue
@@ -251,6 +253,9 @@ func (b *builder) rule(dd *descDoc, full string) *Rule {
 	r := &Rule{
 		Key: full, Pos: rl.pos, RequestsPerUnit: rl.rpu, Unit: strings.ToLower(rl.unit), Unlimited: rl.unlimited,
 		Shadow: dd.shadow, Quota: dd.quota, DetailedMetric: dd.detailed, Name: rl.name, Identity: rl.identity,
+	}
+	if rl.bad {
+		return r // already reported
 	}
 	period, validUnit := UnitPeriod(rl.unit)
 	switch {

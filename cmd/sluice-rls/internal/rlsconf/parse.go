@@ -57,6 +57,7 @@ type descDoc struct {
 	rl                                    *rateLimitDoc
 	children                              []*descDoc
 	shadow, quota, detailed, toMetric, sh bool
+	bad                                   bool // a field could not be read: no more errors about it
 }
 
 // rateLimitDoc is one rate_limit as written.
@@ -77,6 +78,7 @@ type rateLimitDoc struct {
 	identity  Identity
 	idPos     policyfile.Pos
 	idSet     bool
+	bad       bool // a field could not be read: no more errors about it
 }
 
 type named struct {
@@ -475,12 +477,15 @@ func (d *decoder) descriptors(n *yaml.Node) []*descDoc {
 	for _, m := range d.list(n, "descriptors") {
 		dd := &descDoc{pos: d.pos(m), keyPos: d.pos(m)}
 		for _, p := range d.pairs(m, descriptorKeys, "a descriptor") {
+			var ok bool
 			switch p.key {
 			case "key":
-				dd.key, _ = d.str(p.v, "key")
+				dd.key, ok = d.str(p.v, "key")
 				dd.keyPos = d.pos(p.k)
+				dd.bad = dd.bad || !ok
 			case "value":
-				dd.value, _ = d.str(p.v, "value")
+				dd.value, ok = d.str(p.v, "value")
+				dd.bad = dd.bad || !ok
 			case "rate_limit":
 				dd.rl = d.rateLimit(p.v)
 			case "descriptors":
@@ -515,6 +520,8 @@ func (d *decoder) rateLimit(n *yaml.Node) *rateLimitDoc {
 		return nil
 	}
 	rl := &rateLimitDoc{pos: d.pos(n), unitPos: d.pos(n)}
+	before := len(d.errs)
+	defer func() { rl.bad = len(d.errs) > before }()
 	for _, p := range d.pairs(n, rateLimitKeys, "rate_limit") {
 		switch p.key {
 		case "unit":
