@@ -1,0 +1,349 @@
+// Command loadgen compares sluice-rls with envoyproxy/ratelimit as Envoy
+// uses them: ShouldRateLimit over gRPC, with 1 and with 3 descriptors per
+// request, at 16 and 128 concurrent streams, both services on the same
+// redis-server with the same configuration, one after the other on the
+// same machine. It prints a Markdown table: requests per second, p50 and
+// p99 latency, requests admitted against what exact limits admit, and
+// what the shared rule was charged against what the admitted requests
+// spent, and the CPU time per request of the service and of
+// redis-server (from /proc: Linux only).
+//
+//	go install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
+//	go run ./cmd/sluice-rls/internal/loadgen -envoy $(go env GOPATH)/bin/service_cmd
+//
+// The workload: 100,000 requests (-requests), each of client c_j for
+// j = i/50 (every client sends 50 requests, one after another), a client
+// allowed 40 an hour. With 3 descriptors each request also names one of 8
+// routes (a million an hour each) and the tenant, allowed 90% of the
+// requests an hour. Exact limits admit 40 of each client's 50; the tenant
+// is charged what was admitted. A service that charges a refused
+// request's other descriptors spends the tenant's quota on refused
+// requests and, once it is gone, refuses clients that are within theirs.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-go/sluice/internal/redisserver"
+)
+
+const perClient, clientLimit = 50, 40
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	envoyBin := fs.String("envoy", "", "envoyproxy/ratelimit's service_cmd binary (required)")
+	sluiceBin := fs.String("sluice", "", "a sluice-rls binary (default: built from this repository)")
+	requests := fs.Int("requests", 100_000, "requests per run (a multiple of 50)")
+	target := fs.String("target", "", "only load a service already running at this gRPC address (with the configuration loadgen writes), -descriptors per request at -streams")
+	descs := fs.Int("descriptors", 1, "with -target: 1 or 3")
+	streams := fs.Int("streams", 16, "with -target: concurrent streams")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *target != "" {
+		r, err := load(*target, *descs, *streams, *requests, *requests*9/10)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d descriptors, %d streams: %.0f requests/s, p50 %s, p99 %s, admitted %d, tenant charged %d\n",
+			r.descs, r.streams, r.rps, ms(r.p50), ms(r.p99), r.admitted, r.charged)
+		return 0
+	}
+	if *envoyBin == "" || *requests < perClient || *requests%perClient != 0 {
+		fmt.Fprintln(stderr, "loadgen: -envoy is required, and -requests a multiple of 50")
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		return 1
+	}
+	work, err := os.MkdirTemp("", "rls-bench-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(work)
+	if *sluiceBin == "" {
+		*sluiceBin = filepath.Join(work, "sluice-rls")
+		out, err := exec.Command("go", "build", "-o", *sluiceBin, "github.com/sluice-go/sluice/cmd/sluice-rls").CombinedOutput()
+		if err != nil {
+			return fail(fmt.Errorf("building sluice-rls: %v\n%s", err, out))
+		}
+	}
+	// envoyproxy/ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config.
+	cfgDir := filepath.Join(work, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		return fail(err)
+	}
+	tenantLimit := *requests * 9 / 10
+	cfg := fmt.Sprintf(`domain: bench
+descriptors:
+  - key: client
+    rate_limit: {unit: hour, requests_per_unit: %d}
+  - key: route
+    rate_limit: {unit: hour, requests_per_unit: 1000000}
+  - key: tenant
+    rate_limit: {unit: hour, requests_per_unit: %d}
+`, clientLimit, tenantLimit)
+	if err := os.WriteFile(filepath.Join(cfgDir, "bench.yaml"), []byte(cfg), 0o644); err != nil {
+		return fail(err)
+	}
+	redis, err := redisserver.New()
+	if err != nil {
+		return fail(err)
+	}
+	defer redis.Stop()
+
+	services := []struct {
+		name  string
+		start func(grpcPort, httpPort, debugPort int) *exec.Cmd
+	}{
+		{"envoyproxy/ratelimit", func(g, h, d int) *exec.Cmd {
+			cmd := exec.Command(*envoyBin)
+			cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+filepath.Join(work, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit",
+				"RUNTIME_WATCH_ROOT=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis.Addr, "USE_STATSD=false",
+				"LOG_LEVEL=error", "GRPC_PORT="+strconv.Itoa(g), "PORT="+strconv.Itoa(h), "DEBUG_PORT="+strconv.Itoa(d))
+			return cmd
+		}},
+		{"sluice-rls", func(g, h, _ int) *exec.Cmd {
+			return exec.Command(*sluiceBin, "-config", cfgDir, "-redis", "redis://"+redis.Addr, "-log-level", "error",
+				"-grpc", "127.0.0.1:"+strconv.Itoa(g), "-http", "127.0.0.1:"+strconv.Itoa(h))
+		}},
+	}
+	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
+	var results []result
+	for _, svc := range services {
+		ports, err := freePorts(3)
+		if err != nil {
+			return fail(err)
+		}
+		cmd := svc.start(ports[0], ports[1], ports[2])
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			return fail(fmt.Errorf("%s: %w", svc.name, err))
+		}
+		err = func() error {
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if err := waitHealthy(ports[1]); err != nil {
+				return fmt.Errorf("%s did not become healthy: %w\n%s", svc.name, err, logs.String())
+			}
+			target := "127.0.0.1:" + strconv.Itoa(ports[0])
+			for _, descs := range []int{1, 3} {
+				for _, streams := range []int{16, 128} {
+					if _, err := redis.Command("FLUSHALL"); err != nil {
+						return err
+					}
+					svcCPU, redisCPU := cpuTime(cmd.Process.Pid), cpuTime(redis.PID())
+					r, err := load(target, descs, streams, *requests, tenantLimit)
+					if err != nil {
+						return fmt.Errorf("%s: %w\n%s", svc.name, err, logs.String())
+					}
+					r.service = svc.name
+					r.svcCPU = (cpuTime(cmd.Process.Pid) - svcCPU) / time.Duration(*requests)
+					r.redisCPU = (cpuTime(redis.PID()) - redisCPU) / time.Duration(*requests)
+					results = append(results, r)
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	slices.SortStableFunc(results, func(a, b result) int { return (a.descs*1000 + a.streams) - (b.descs*1000 + b.streams) })
+	for _, r := range results {
+		charged := "-"
+		if r.descs == 3 {
+			charged = strconv.Itoa(r.charged)
+		}
+		fmt.Fprintf(stdout, "| %d | %d | %s | %.0f | %s | %s | %.0f µs | %.0f µs | %d | %s |\n", r.descs, r.streams, r.service, r.rps,
+			ms(r.p50), ms(r.p99), float64(r.svcCPU)/float64(time.Microsecond), float64(r.redisCPU)/float64(time.Microsecond), r.admitted, charged)
+	}
+	return 0
+}
+
+type result struct {
+	service                    string
+	descs, streams             int
+	rps                        float64
+	p50, p99                   time.Duration
+	admitted, refused, charged int
+	svcCPU, redisCPU           time.Duration // CPU time per request
+}
+
+// cpuTime is the CPU time process pid has used (user and system), read
+// from /proc (Linux); 0 when it cannot be read.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which is in parentheses.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// load sends requests at streams concurrent calls and measures them; with
+// 3 descriptors it then asks what the tenant was charged.
+func load(target string, descs, streams, requests, tenantLimit int) (result, error) {
+	conns := make([]*grpc.ClientConn, (streams+15)/16)
+	for i := range conns {
+		c, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return result{}, err
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	clients := make([]rlsv3.RateLimitServiceClient, len(conns))
+	for i, c := range conns {
+		clients[i] = rlsv3.NewRateLimitServiceClient(c)
+	}
+	// Warm up the connections and the services' pools, then start afresh.
+	for i := range 200 {
+		if _, err := clients[i%len(clients)].ShouldRateLimit(context.Background(), benchRequest(-1-i, descs)); err != nil {
+			return result{}, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	lat := make([]time.Duration, requests)
+	var next, admitted, refused atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	began := time.Now()
+	for w := range streams {
+		client := clients[w%len(clients)]
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= requests {
+					return
+				}
+				req := benchRequest(i, descs)
+				t0 := time.Now()
+				resp, err := client.ShouldRateLimit(context.Background(), req)
+				lat[i] = time.Since(t0)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+					admitted.Add(1)
+				} else {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	slices.Sort(lat)
+	r := result{descs: descs, streams: streams, rps: float64(requests) / elapsed.Seconds(),
+		p50: lat[requests/2], p99: lat[requests*99/100], admitted: int(admitted.Load()), refused: int(refused.Load())}
+	if descs == 3 {
+		probe := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "t"}},
+			HitsAddend: wrapperspb.UInt64(0),
+		}}}
+		resp, err := clients[0].ShouldRateLimit(context.Background(), probe)
+		if err != nil {
+			return r, fmt.Errorf("probe: %w", err)
+		}
+		r.charged = tenantLimit - int(resp.GetStatuses()[0].GetLimitRemaining())
+		// Warm-up requests were charged before the flush: none remain.
+	}
+	return r, nil
+}
+
+// benchRequest is request i: client i/50 (negative i: warm-up clients of
+// their own), and with 3 descriptors a route and the tenant.
+func benchRequest(i, descs int) *rlsv3.RateLimitRequest {
+	client := "w" + strconv.Itoa(-i)
+	if i >= 0 {
+		client = "c" + strconv.Itoa(i/perClient)
+	}
+	entry := func(k, v string) *ratelimitv3.RateLimitDescriptor {
+		return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{entry("client", client)}}
+	if descs == 3 {
+		tenant := "t"
+		if i < 0 {
+			tenant = "warm-up"
+		}
+		req.Descriptors = append(req.Descriptors, entry("route", "/r"+strconv.Itoa(max(i, 0)%8)), entry("tenant", tenant))
+	}
+	return req
+}
+
+func waitHealthy(port int) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/healthcheck")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("no 200 from /healthcheck within a minute")
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
