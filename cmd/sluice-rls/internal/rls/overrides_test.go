@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/admin"
 	"github.com/sluice-go/sluice/cmd/sluice-rls/internal/rlsconf"
 	"github.com/sluice-go/sluice/internal/redisserver"
@@ -361,4 +364,40 @@ descriptors:
 	}
 	// The raised address was decided under its override.
 	want(t, with.call(reqs[0]), ok, st{ok, 2000000, minute, 2000000 - 23, 50}, st{ok, 1000000, minute, 1000000 - 221, 50})
+}
+
+// TestOverrideDescriptorLimit: a descriptor's own limit (Envoy's) counts
+// the descriptor's state, and an override of that state applies to it.
+func TestOverrideDescriptorLimit(t *testing.T) {
+	r := newOvrRig(t, nil)
+	req := request("edge", 1, d("remote_address", "192.0.2.7"))
+	req.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE}
+	want(t, r.call(req), ok, st{ok, 3, minute, 2, 50})
+	r.set(overrides.Override{Policy: policyA, Identity: identityA, Kind: overrides.Block, Until: start.Add(10 * time.Second)})
+	want(t, r.call(req), over, st{over, 3, minute, 0, 10})
+	r.set(overrides.Override{Policy: policyA, Identity: identityA, Kind: overrides.Limit, Rate: 10})
+	want(t, r.call(req), ok, st{ok, 10, minute, 8, 50})
+}
+
+// TestCurrentLimit: current_limit of a Limit override is its rate per its
+// period when that is a unit, else per the rule's unit, rounded down.
+func TestCurrentLimit(t *testing.T) {
+	rule := &rlsconf.Rule{Name: "r", Unit: "minute"}
+	for _, tc := range []struct {
+		rate   int64
+		period time.Duration
+		rpu    uint32
+		unit   rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{30, time.Minute, 30, minute},
+		{3, time.Second, 3, second},
+		{500, 24 * time.Hour, 500, day},
+		{30, 90 * time.Second, 20, minute},
+		{1, 2 * time.Minute, 1, minute}, // half a request a minute: at least 1
+	} {
+		cl := currentLimit(rule, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: tc.rate, Period: tc.period, Burst: tc.rate, Name: "r"})
+		if cl.GetRequestsPerUnit() != tc.rpu || cl.GetUnit() != tc.unit || cl.GetName() != "r" {
+			t.Errorf("%d per %v: current_limit %v, want %d per %v", tc.rate, tc.period, cl, tc.rpu, tc.unit)
+		}
+	}
 }
