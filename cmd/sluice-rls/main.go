@@ -12,8 +12,10 @@
 // takes it), /healthcheck and /metrics (Prometheus). The configuration
 // directory is reloaded when it changes and on SIGHUP; SIGINT or SIGTERM
 // stops it gracefully: health says NOT_SERVING, requests in flight finish,
-// then the servers close. docs/envoy.md in the repository has the Envoy
-// side, the migration from envoyproxy/ratelimit and the metrics.
+// then the servers close. It obeys the per-identity overrides that
+// "sluice override" keeps in Redis (-overrides, on by default).
+// docs/envoy.md in the repository has the Envoy side, the migration from
+// envoyproxy/ratelimit, the overrides' names and the metrics.
 package main
 
 import (
