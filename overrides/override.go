@@ -109,6 +109,21 @@ func (o Override) Active(now time.Time) bool {
 	return o.Until.IsZero() || now.Before(o.Until)
 }
 
+// MaxBlockWait caps the wait a Block override announces (Retry-After, t,
+// duration_until_reset): a client blocked with no end, or for longer, is
+// told to come back after an hour.
+const MaxBlockWait = time.Hour
+
+// BlockWait is how long a Block override o tells a client to wait at now:
+// until o.Until (at least 1 µs), at most MaxBlockWait, which is also the
+// wait of a block without end. Every adapter reports a block with it.
+func (o Override) BlockWait(now time.Time) time.Duration {
+	if o.Until.IsZero() {
+		return MaxBlockWait
+	}
+	return min(max(o.Until.Sub(now), time.Microsecond), MaxBlockWait)
+}
+
 // Apply returns the limit a Limit override makes of the policy's limit l:
 // l with o's Rate, and its Period and Burst when they are not zero. The
 // algorithm and name stay l's. It fails when o is not a Limit override,

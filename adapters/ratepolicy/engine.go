@@ -63,8 +63,8 @@ type Overrides interface {
 
 // MaxBlockWait caps the wait a Block override announces (Retry-After, t):
 // a client blocked with no end, or for longer, is told to come back after
-// an hour.
-const MaxBlockWait = time.Hour
+// an hour (overrides.Override.BlockWait).
+const MaxBlockWait = overrides.MaxBlockWait
 
 // Metrics names the counter an Engine records each policy's decisions in,
 // with the attribute sluice.policy and OutcomeAttr (allowed, denied,
@@ -420,10 +420,7 @@ func (e *Engine[R]) blockedEnforced(d *Decision[R]) bool {
 // blocked is the outcome of policy p for identity id under a Block
 // override o: denied, nothing left, until o ends (at most MaxBlockWait).
 func (e *Engine[R]) blocked(p *Compiled[R], id string, o overrides.Override) Outcome[R] {
-	wait := MaxBlockWait
-	if !o.Until.IsZero() {
-		wait = min(max(o.Until.Sub(e.clock()), time.Microsecond), MaxBlockWait)
-	}
+	wait := o.BlockWait(e.clock())
 	return Outcome[R]{P: p, Key: id, Limit: p.Limit, Shadow: e.shadow || p.Shadow, Denied: true,
 		Override: overrides.Block, asked: true, check: -1,
 		Result: sluice.Result{Limit: p.Limit, RetryAfter: wait, ResetAfter: wait}}

@@ -12,8 +12,10 @@
 // takes it), /healthcheck and /metrics (Prometheus). The configuration
 // directory is reloaded when it changes and on SIGHUP; SIGINT or SIGTERM
 // stops it gracefully: health says NOT_SERVING, requests in flight finish,
-// then the servers close. docs/envoy.md in the repository has the Envoy
-// side, the migration from envoyproxy/ratelimit and the metrics.
+// then the servers close. It obeys the per-identity overrides that
+// "sluice override" keeps in Redis (-overrides, on by default).
+// docs/envoy.md in the repository has the Envoy side, the migration from
+// envoyproxy/ratelimit, the overrides' names and the metrics.
 package main
 
 import (
@@ -48,6 +50,7 @@ import (
 	"github.com/sluice-go/sluice/cmd/sluice-rls/internal/rls"
 	"github.com/sluice-go/sluice/cmd/sluice-rls/internal/rlsconf"
 	"github.com/sluice-go/sluice/internal/redisurl"
+	"github.com/sluice-go/sluice/overrides"
 	"github.com/sluice-go/sluice/reload"
 )
 
@@ -82,6 +85,7 @@ type options struct {
 	nearLimit    float64
 	drain        time.Duration
 	logLevel     slog.Level
+	overrides    bool
 	clock        func() time.Time // tests: a virtual clock for the Limiter and the service
 	onListen     func(grpcAddr, httpAddr string)
 }
@@ -110,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files hold one domain, merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.Float64Var(&o.nearLimit, "near-limit-ratio", 0.8, "the share of a limit past which hits count as near_limit")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGINT or SIGTERM, how long requests in flight may take to finish")
+	fs.BoolVar(&o.overrides, "overrides", true, "obey per-identity overrides kept in Redis under -prefix (\"sluice override set -policy NAME IDENTITY\"): the policy is a rule's limit name, the identity the one its descriptor is counted by; read through a second client with client-side caching, so a request costs nothing more in steady state")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -213,8 +218,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 		return fail(err)
 	}
 	defer limiter.Close()
-	svc, err := rls.New(rls.Options{Limiter: limiter, Shadow: o.shadow, Headers: o.headers, NearLimitRatio: o.nearLimit,
-		MeterProvider: mp, Clock: o.clock, Logger: log})
+	ropts := rls.Options{Limiter: limiter, Shadow: o.shadow, Headers: o.headers, NearLimitRatio: o.nearLimit,
+		MeterProvider: mp, Clock: o.clock, Logger: log}
+	ovrDesc := "off (-overrides=false)"
+	if o.overrides {
+		store, closeStore, err := openOverrides(o, st.client, log)
+		if err != nil {
+			return fail(err)
+		}
+		defer closeStore()
+		ropts.Overrides = store
+		ovrDesc = "from Redis, cached by the client (sluice override set|list|rm -prefix " + o.prefix + ")"
+		if !store.ClientCache() {
+			ovrDesc = "from Redis, a local copy refreshed every second (sluice override set|list|rm -prefix " + o.prefix + ")"
+		}
+	}
+	svc, err := rls.New(ropts)
 	if err != nil {
 		return fail(err)
 	}
@@ -284,7 +303,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 
 	cfg := svc.Config()
 	fmt.Fprintf(stdout, "sluice-rls: gRPC on %s, HTTP on %s (/json, /healthcheck, /metrics)\n", grpcLn.Addr(), httpLn.Addr())
-	fmt.Fprintf(stdout, "state in %s\nconfiguration: %s; domains: %s\n", st.desc, desc, strings.Join(cfg.Domains(), ", "))
+	fmt.Fprintf(stdout, "state in %s\nconfiguration: %s; domains: %s\noverrides: %s\n", st.desc, desc, strings.Join(cfg.Domains(), ", "), ovrDesc)
 	if o.onListen != nil {
 		o.onListen(grpcLn.Addr().String(), httpLn.Addr().String())
 	}
@@ -345,6 +364,41 @@ func sampleConfig(opts rlsconf.Options) (*rlsconf.Config, error) {
 		files = append(files, rlsconf.File{Name: path.Join("cmd/sluice-rls/config", e.Name()), Data: data})
 	}
 	return rlsconf.Build(files, opts)
+}
+
+// openOverrides is the overrides Store of the Redis -redis names. On a
+// real Redis it has a client of its own with client-side caching on (the
+// Limiter's has it off: its every call is a script that writes), so that
+// a request asks Redis nothing about overrides until one changes; on the
+// embedded miniredis, which has no client tracking, or a Redis that does
+// not answer at start-up, it reads the Limiter's client and keeps a local
+// copy refreshed at most once a second.
+func openOverrides(o options, limClient rueidis.Client, log *slog.Logger) (*overrides.Store, func(), error) {
+	opts := overrides.Options{Prefix: o.prefix, Logger: log, Clock: o.clock}
+	if o.redis == "" {
+		s, err := overrides.New(limClient, opts)
+		return s, func() {}, err
+	}
+	copt, err := redisurl.Parse(o.redis)
+	if err != nil {
+		return nil, nil, err
+	}
+	copt.DisableCache = false
+	c, err := rueidis.NewClient(copt)
+	if err != nil {
+		// Redis is down at start-up: the Limiter's client, which dials
+		// again on later calls, serves the overrides from a local copy.
+		log.Warn("sluice-rls: overrides: Redis unreachable; overrides apply once it answers, refreshed every second", "err", err)
+		opts.Cache = overrides.CacheLocal
+		s, err := overrides.New(limClient, opts)
+		return s, func() {}, err
+	}
+	s, err := overrides.New(c, opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("overrides: %w", err)
+	}
+	return s, c.Close, nil
 }
 
 // store is the Redis the Limiter talks to.

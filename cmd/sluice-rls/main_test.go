@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluice-go/sluice/admin"
 	"github.com/sluice-go/sluice/internal/redisserver"
 )
 
@@ -131,7 +132,8 @@ func (s *started) conn(t *testing.T) *grpc.ClientConn {
 // /healthcheck and /metrics; SIGINT stops it gracefully.
 func TestDefaultStart(t *testing.T) {
 	s := startRLS(t)
-	if out := s.stdout.String(); !strings.Contains(out, "embedded miniredis") || !strings.Contains(out, "domains: edge") {
+	if out := s.stdout.String(); !strings.Contains(out, "embedded miniredis") || !strings.Contains(out, "domains: edge") ||
+		!strings.Contains(out, "overrides: from Redis, a local copy refreshed every second") {
 		t.Errorf("banner:\n%s", out)
 	}
 	if code, body := s.get(t, "/healthcheck"); code != 200 || body != "OK" {
@@ -213,9 +215,21 @@ func TestConfigDir(t *testing.T) {
 		}
 	}
 	write("a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n")
-	s := startRLS(t, "-config", dir, "-redis", "redis://"+srv.Addr, "-headers", "legacy")
-	if out := s.stdout.String(); !strings.Contains(out, "Redis at "+srv.Addr) || !strings.Contains(out, "domains: a") {
+	// An override set before the start: the rule's limit name and the
+	// descriptor's identity, under -prefix.
+	var out, errOut bytes.Buffer
+	if code := admin.Run(context.Background(), []string{"override", "set", "-redis", "redis://" + srv.Addr, "-prefix", "rls",
+		"-policy", "fixed_window", "-rate", "7", "rls/a/k=raised"}, &out, &errOut); code != 0 {
+		t.Fatalf("sluice override set: %d\n%s%s", code, &out, &errOut)
+	}
+	s := startRLS(t, "-config", dir, "-redis", "redis://"+srv.Addr, "-headers", "legacy", "-prefix", "rls")
+	if out := s.stdout.String(); !strings.Contains(out, "Redis at "+srv.Addr) || !strings.Contains(out, "domains: a") ||
+		!strings.Contains(out, "overrides: from Redis, cached by the client") {
 		t.Errorf("banner:\n%s", out)
+	}
+	if code, body := s.postJSON(t, `{"domain":"a","descriptors":[{"entries":[{"key":"k","value":"raised"}]}]}`); code != 200 ||
+		!strings.Contains(body, `"requestsPerUnit":7`) || !strings.Contains(body, `"limitRemaining":6`) {
+		t.Errorf("the raised descriptor: %d %s", code, body)
 	}
 	const reqB = `{"domain":"b","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
 	if _, body := s.postJSON(t, reqB); strings.Contains(body, "currentLimit") {
@@ -266,5 +280,13 @@ func TestFlags(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := run(context.Background(), []string{"-redis", "redis://127.0.0.1:1", "-grpc", "127.0.0.1:0", "-http", "256.0.0.1:0"}, io.Discard, &stderr, nil, nil); code != 1 || !strings.Contains(stderr.String(), "cannot listen on 256.0.0.1:0") {
 		t.Errorf("an address it cannot listen on: exit %d, %q", code, stderr.String())
+	}
+}
+
+// TestOverridesOff: -overrides=false starts no Store, and says so.
+func TestOverridesOff(t *testing.T) {
+	s := startRLS(t, "-overrides=false")
+	if out := s.stdout.String(); !strings.Contains(out, "overrides: off") {
+		t.Errorf("banner:\n%s", out)
 	}
 }

@@ -85,14 +85,14 @@ func (s *Service) headers(st *state, w *work, now time.Time) []*corev3.HeaderVal
 	bind := -1 // the item the legacy headers describe
 	for i := range w.items {
 		it := &w.items[i]
-		if it.kind != kindChecked {
+		if it.kind != kindChecked && it.kind != kindBlocked {
 			continue
 		}
 		p := st.headers.compiled[it.header]
 		if p == nil {
 			continue
 		}
-		o := ratepolicy.Outcome[req]{P: p, Limit: it.limit, Result: it.res, Denied: it.over, Shadow: it.shadow}
+		o := ratepolicy.Outcome[req]{P: p, Limit: it.limit, Result: it.res, Denied: it.over, Shadow: it.shadow, Override: it.override}
 		if it.rule != it.header {
 			o.Override = overrides.Limit // a descriptor's own limit
 		}

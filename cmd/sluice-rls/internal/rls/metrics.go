@@ -154,7 +154,7 @@ func (m *metrics) record(ctx context.Context, domain string, it *item, charged b
 	}
 	var before int64
 	switch {
-	case it.kind == kindZero:
+	case it.kind == kindZero || it.kind == kindBlocked:
 		capacity = 0
 	case charged:
 		before = capacity - max(it.res.Remaining, 0) - hits

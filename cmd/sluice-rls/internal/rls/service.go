@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/adapters/ratepolicy"
 	"github.com/sluice-go/sluice/cmd/sluice-rls/internal/rlsconf"
+	"github.com/sluice-go/sluice/overrides"
 )
 
 // Options configures a Service.
@@ -48,8 +49,26 @@ type Options struct {
 	// Clock is what a fixed window's reset counts from (default
 	// time.Now); the Limiter's clock when it has one (sluice.WithClock).
 	Clock func() time.Time
-	// Logger receives configuration changes (default slog.Default()).
+	// Logger receives configuration changes, and overrides that make no
+	// valid limit of their rule's (default slog.Default()).
 	Logger *slog.Logger
+	// Overrides, when set, is asked for every descriptor a rule checks
+	// whether its identity has an override (an *overrides.Store, which
+	// answers from memory in steady state). The override's policy is the
+	// name the rule's state is kept under, the Limit's Name (the rule's
+	// name when it has an identity, else its algorithm: fixed_window, ...),
+	// and its identity the one the descriptor is counted by
+	// (rlsconf.Match.IdentityOf; for a descriptor's own limit,
+	// rlsconf.DescriptorIdentity): what "sluice override set -policy P
+	// IDENTITY" names. As in package ratepolicy: Exempt leaves the
+	// descriptor unchecked (OK, nothing charged, no header item or
+	// statistics); Block refuses it without asking Redis (OVER_LIMIT,
+	// duration_until_reset until Until, at most overrides.MaxBlockWait),
+	// and when the rule is enforced the request's other descriptors are
+	// then neither asked nor charged; Limit replaces the rule's limit
+	// (overrides.Override.Apply): current_limit, the decision and the
+	// headers are the override's. Clock should be the Store's clock.
+	Overrides ratepolicy.Overrides
 }
 
 // Headers says which response headers ShouldRateLimit asks Envoy to add.
@@ -92,6 +111,7 @@ type Service struct {
 	state   atomic.Pointer[state]
 	met     *metrics
 	scratch sync.Pool
+	badOvr  atomic.Int64 // UnixNano of the last unusable override logged
 }
 
 // state is one configuration in force, with what is prepared from it.
@@ -215,7 +235,9 @@ const (
 	kindUnlimited             // OK, unasked
 	kindChecked               // a check of the batch
 	kindZero                  // a rule of 0 requests per unit: refuses any cost, unasked
-	kindUnasked               // a check left out of a batch a zero rule refused
+	kindUnasked               // a check left out of a batch a zero rule, a block or a cached denial refused
+	kindExempt                // an Exempt override: OK, unasked
+	kindBlocked               // a Block override: refused, unasked
 )
 
 // item is one descriptor of a request.
@@ -225,7 +247,8 @@ type item struct {
 	rule     *rlsconf.Rule // the rule, or the override's own
 	header   *rlsconf.Rule // the rule named in RateLimit headers (an override's: the rule it overrides, if any)
 	statsKey string
-	limit    sluice.Limit
+	limit    sluice.Limit   // the limit applied: the rule's, or an override's
+	override overrides.Kind // the kind of the override that applied (Limit or Block), 0 when none did
 	hits     uint64
 	shadow   bool // the rule's shadow_mode or quota_mode
 	check    int  // its check in the batch
@@ -321,9 +344,7 @@ func (s *Service) match(ctx context.Context, st *state, w *work, domain string, 
 			}
 			// The override counts the descriptor itself, as a rule's
 			// default identity does (shared wildcards aside).
-			it.kind, it.limit = kindChecked, r.Limit
-			w.checks = append(w.checks, sluice.Check{Identity: rlsconf.DescriptorIdentity(domain, it.entries, nil), Limit: it.limit})
-			it.check = len(w.checks) - 1
+			s.check(ctx, w, it, rlsconf.DescriptorIdentity(domain, it.entries, nil), r.Limit)
 			continue
 		}
 		if m.Rule == nil {
@@ -338,15 +359,14 @@ func (s *Service) match(ctx context.Context, st *state, w *work, domain string, 
 			it.kind = kindZero
 			it.shadow = m.Rule.Shadow || m.Rule.Quota
 		default:
-			it.kind, it.limit = kindChecked, m.Rule.Limit
 			it.shadow = m.Rule.Shadow || m.Rule.Quota
-			w.checks = append(w.checks, sluice.Check{Identity: m.IdentityOf(domain, it.entries), Limit: it.limit})
-			it.check = len(w.checks) - 1
+			s.check(ctx, w, it, m.IdentityOf(domain, it.entries), m.Rule.Limit)
 		}
 	}
 	// A rule that another replaces is left out, and so is its check.
 	keep := w.checks[:0]
 	refused := false // a zero rule refuses the request
+	blocked := false // an enforced rule's Block override refuses it
 	for i := range w.items {
 		it := &w.items[i]
 		if it.rule != nil && it.rule.Name != "" && slices.Contains(w.replacing, it.rule.Name) {
@@ -361,10 +381,21 @@ func (s *Service) match(ctx context.Context, st *state, w *work, domain string, 
 			keep = append(keep, c)
 		case kindZero:
 			refused = refused || it.hits > 0 && !it.shadow && !s.o.Shadow
+		case kindBlocked:
+			blocked = blocked || !it.shadow && !s.o.Shadow
 		}
 	}
 	w.checks = keep
-	if refused {
+	if blocked {
+		// Refused whatever the others answer: ask Redis nothing, as a
+		// cached denial does.
+		for i := range w.items {
+			if it := &w.items[i]; it.kind == kindChecked {
+				it.kind = kindUnasked
+			}
+		}
+		w.checks = w.checks[:0]
+	} else if refused {
 		// Nothing is charged: the other checks only report.
 		keep = w.checks[:0]
 		for i := range w.items {
@@ -387,6 +418,46 @@ func (s *Service) match(ctx context.Context, st *state, w *work, domain string, 
 		return status.Errorf(codes.InvalidArgument, "%d descriptors with limits in one request: at most %d", len(w.checks), sluice.MaxChecks)
 	}
 	return nil
+}
+
+// check makes descriptor it a check of identity under lim, or what an
+// override of identity under lim's name makes of it: exempt, blocked, or a
+// check under the override's limit.
+func (s *Service) check(ctx context.Context, w *work, it *item, identity string, lim sluice.Limit) {
+	it.kind, it.limit = kindChecked, lim
+	if s.o.Overrides != nil {
+		if o, ok := s.o.Overrides.Lookup(ctx, lim.Name, identity); ok {
+			switch o.Kind {
+			case overrides.Exempt:
+				it.kind = kindExempt
+				return
+			case overrides.Block:
+				wait := o.BlockWait(s.o.Clock())
+				it.kind, it.override = kindBlocked, overrides.Block
+				it.res = sluice.Result{Limit: lim, RetryAfter: wait, ResetAfter: wait}
+				return
+			case overrides.Limit:
+				if l, err := o.Apply(lim); err == nil {
+					it.limit, it.override = l, overrides.Limit
+				} else {
+					s.unusable(err)
+				}
+			}
+		}
+	}
+	w.checks = append(w.checks, sluice.Check{Identity: identity, Limit: it.limit})
+	it.check = len(w.checks) - 1
+}
+
+// unusable logs, at most once a minute, a Limit override that makes no
+// valid limit of its rule's (the rule's own limit applies).
+func (s *Service) unusable(err error) {
+	now := time.Now().UnixNano()
+	last := s.badOvr.Load()
+	if now-last < int64(time.Minute) || !s.badOvr.CompareAndSwap(last, now) {
+		return
+	}
+	s.o.Logger.Warn("sluice-rls: override ignored; the rule's own limit applies", "err", err)
 }
 
 // hitsOf is the cost of descriptor d: its own hits_addend when set, else
@@ -467,7 +538,7 @@ func (s *Service) respond(ctx context.Context, st *state, w *work, domain string
 		switch it.kind {
 		case kindNone:
 			continue
-		case kindUnlimited:
+		case kindUnlimited, kindExempt:
 			ds.LimitRemaining = math.MaxUint32
 			continue
 		}
@@ -475,7 +546,10 @@ func (s *Service) respond(ctx context.Context, st *state, w *work, domain string
 			durs = make([]durationpb.Duration, n)
 		}
 		ds.CurrentLimit = st.limits[it.rule]
-		if ds.CurrentLimit == nil { // an override's
+		switch {
+		case it.override == overrides.Limit:
+			ds.CurrentLimit = currentLimit(it.rule, it.limit)
+		case ds.CurrentLimit == nil: // a descriptor's own limit
 			ds.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: it.rule.RequestsPerUnit, Unit: unitOf(it.rule.Unit)}
 		}
 		period, _ := rlsconf.UnitPeriod(it.rule.Unit)
@@ -486,6 +560,9 @@ func (s *Service) respond(ctx context.Context, st *state, w *work, domain string
 			reset = windowLeft(now, period)
 		case kindUnasked:
 			reset = windowLeft(now, period)
+		case kindBlocked:
+			it.over = true
+			reset = it.res.RetryAfter
 		case kindChecked:
 			if !w.dec.Asked(it.check) {
 				// A cached denial of another check refused the request
@@ -518,6 +595,26 @@ func (s *Service) respond(ctx context.Context, st *state, w *work, domain string
 	}
 	resp.ResponseHeadersToAdd = s.headers(st, w, now)
 	return resp
+}
+
+// currentLimit is the current_limit of rule r under l, an override's
+// limit: l's rate per l's period when that is a unit, else per the rule's
+// unit, scaled (rounded down, at least 1).
+func currentLimit(r *rlsconf.Rule, l sluice.Limit) *rlsv3.RateLimitResponse_RateLimit {
+	cl := &rlsv3.RateLimitResponse_RateLimit{Name: r.Name, Unit: unitOf(r.Unit)}
+	unit, _ := rlsconf.UnitPeriod(r.Unit)
+	for name, p := range rlsconf.Units {
+		if p == l.Period {
+			cl.Unit, unit = unitOf(name), p
+			break
+		}
+	}
+	rate := float64(l.Rate)
+	if unit != l.Period && l.Period > 0 {
+		rate = math.Floor(rate * float64(unit) / float64(l.Period))
+	}
+	cl.RequestsPerUnit = uint32(min(max(rate, 1), math.MaxUint32))
+	return cl
 }
 
 // windowLeft is the time from now to the end of the window of period
