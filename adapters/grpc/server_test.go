@@ -283,7 +283,7 @@ func TestClientInterceptor(t *testing.T) {
 		}
 	})
 	t.Run("client-limit-allow", func(t *testing.T) {
-		own := sluice.Must(sluice.FixedWindow(2, time.Hour)).Named("client-own")
+		own := sluice.Must(sluice.GCRA(2, time.Hour, 2)).Named("client-own") // no window boundary to cross mid-test
 		c := newClient(ClientConfig{Limiter: lim, Limit: own, Identity: t.Name(), Retries: -1})
 		before := calls.Load()
 		var refused error
@@ -318,7 +318,7 @@ func TestClientInterceptor(t *testing.T) {
 // server allowing one per hour, and returns the second's error.
 func unaryHourly(ctx context.Context, t *testing.T, lim *sluice.Limiter) error {
 	t.Helper()
-	hourly := sluice.Must(sluice.FixedWindow(1, time.Hour)).Named("hourly-unary")
+	hourly := sluice.Must(sluice.GCRA(1, time.Hour, 1)).Named("hourly-unary") // no window boundary to cross mid-test
 	s := newServer(t, Config{Limiter: lim, Policies: []Policy{{Name: "hourly-unary", Limit: hourly, Key: Constant("hu")}}})
 	cl, err := NewClient(ClientConfig{})
 	if err != nil {
