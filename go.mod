@@ -11,8 +11,8 @@ require (
 	github.com/yuin/gopher-lua v1.1.2
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
-	go.yaml.in/yaml/v3 v3.0.6
 	go.opentelemetry.io/otel/sdk/metric v1.46.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (
