@@ -106,9 +106,15 @@ func (e *env) inspect(args []string) int {
 	if *asJSON {
 		return e.writeJSON(out)
 	}
+	e.inspectTable(out)
+	return ExitOK
+}
+
+// inspectTable prints inspect's lines as a table.
+func (e *env) inspectTable(out []inspection) {
 	if len(out) == 0 {
 		fmt.Fprintln(e.stdout, "no policy applies to that request")
-		return ExitOK
+		return
 	}
 	rows := make([][]string, 0, len(out))
 	for _, in := range out {
@@ -127,7 +133,6 @@ func (e *env) inspect(args []string) int {
 		rows = append(rows, []string{policy, in.Identity, in.Limit, rem, reset, ovr})
 	}
 	e.table([]string{"POLICY", "IDENTITY", "LIMIT", "REMAINING", "RESET", "OVERRIDE"}, rows)
-	return ExitOK
 }
 
 // limitText is a limit in a few words: "gcra 100/1m0s burst 20",

@@ -324,52 +324,9 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 			if sel == OpenPolicies && p.PerMessage || sel == MessagePolicies && !p.PerMessage {
 				continue
 			}
-			k, ok := p.Key(r)
-			if !ok {
-				continue
+			if err := e.add(ctx, r, p, sel, d); err != nil {
+				return err
 			}
-			id := BoundKey(k)
-			lim, kind := p.Limit, overrides.Kind(0)
-			if e.ovr != nil {
-				if o, ok := e.ovr.Lookup(ctx, p.Name, id); ok {
-					switch o.Kind {
-					case overrides.Exempt:
-						if sel == Inspection {
-							d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: p.Limit, Shadow: e.shadow || p.Shadow,
-								Override: overrides.Exempt, asked: true, check: -1})
-						}
-						continue
-					case overrides.Block:
-						d.Outcomes = append(d.Outcomes, e.blocked(p, id, o))
-						continue
-					case overrides.Limit:
-						if l, err := o.Apply(p.Limit); err == nil {
-							lim, kind = l, overrides.Limit
-						} else {
-							e.unusable(err)
-						}
-					}
-				}
-			}
-			cost := int64(1)
-			if p.Cost != nil && !p.Conc {
-				cost = p.Cost(r)
-				if cost < 0 {
-					return fmt.Errorf("%s: policy %q: negative cost %d", e.pkg, p.Name, cost)
-				}
-			}
-			shadow := e.shadow || p.Shadow
-			if sel == Inspection {
-				cost = 0
-				if p.Conc {
-					d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Shadow: shadow,
-						Override: kind, asked: true, check: -1, Result: sluice.Result{Limit: lim, Allowed: true}})
-					continue
-				}
-			}
-			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Cost: cost, Shadow: shadow,
-				Override: kind, check: len(d.checks)})
-			d.checks = append(d.checks, sluice.Check{Identity: id, Limit: lim, Cost: cost, Shadow: shadow})
 		}
 	}
 	if len(d.checks) > 0 && len(d.checks) < len(d.Outcomes) && e.blockedEnforced(d) {
@@ -384,6 +341,75 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 	if err := e.decide(ctx, &d.batch, d.checks...); err != nil {
 		return err
 	}
+	d.answers()
+	return nil
+}
+
+// add adds p's part of r's decision to d: nothing when p's Key finds no
+// identity in r or an override exempts it (an Inspection reports the
+// exemption), a blocked outcome for a Block override, and otherwise an
+// outcome with its check, under the limit an override may have given
+// the identity.
+func (e *Engine[R]) add(ctx context.Context, r R, p *Compiled[R], sel Select, d *Decision[R]) error {
+	k, ok := p.Key(r)
+	if !ok {
+		return nil
+	}
+	id := BoundKey(k)
+	shadow := e.shadow || p.Shadow
+	lim, kind := p.Limit, overrides.Kind(0)
+	if o, ok := e.override(ctx, p, id); ok {
+		switch o.Kind {
+		case overrides.Exempt:
+			if sel == Inspection {
+				d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: p.Limit, Shadow: shadow,
+					Override: overrides.Exempt, asked: true, check: -1})
+			}
+			return nil
+		case overrides.Block:
+			d.Outcomes = append(d.Outcomes, e.blocked(p, id, o))
+			return nil
+		case overrides.Limit:
+			if l, err := o.Apply(p.Limit); err == nil {
+				lim, kind = l, overrides.Limit
+			} else {
+				e.unusable(err)
+			}
+		}
+	}
+	cost := int64(1)
+	if p.Cost != nil && !p.Conc {
+		if cost = p.Cost(r); cost < 0 {
+			return fmt.Errorf("%s: policy %q: negative cost %d", e.pkg, p.Name, cost)
+		}
+	}
+	if sel == Inspection {
+		cost = 0
+		if p.Conc { // a slot is not peeked: reported with its limit only
+			d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Shadow: shadow,
+				Override: kind, asked: true, check: -1, Result: sluice.Result{Limit: lim, Allowed: true}})
+			return nil
+		}
+	}
+	d.Outcomes = append(d.Outcomes, Outcome[R]{P: p, Key: id, Limit: lim, Cost: cost, Shadow: shadow,
+		Override: kind, check: len(d.checks)})
+	d.checks = append(d.checks, sluice.Check{Identity: id, Limit: lim, Cost: cost, Shadow: shadow})
+	return nil
+}
+
+// override is the override of id under p, if the Engine has overrides
+// and one applies.
+func (e *Engine[R]) override(ctx context.Context, p *Compiled[R], id string) (overrides.Override, bool) {
+	if e.ovr == nil {
+		return overrides.Override{}, false
+	}
+	return e.ovr.Lookup(ctx, p.Name, id)
+}
+
+// answers sets each outcome's Result from the batch's, keeps the leases
+// it took, and drops the outcomes a cached denial left unasked: they have
+// nothing to report.
+func (d *Decision[R]) answers() {
 	all := true
 	for i := range d.Outcomes {
 		o := &d.Outcomes[i]
@@ -400,11 +426,9 @@ func (e *Engine[R]) Decide(ctx context.Context, r R, sets [3][]*Compiled[R], sel
 			d.Leases = append(d.Leases, Lease[R]{o.P, l})
 		}
 	}
-	// Policies a cached denial left unasked have nothing to report.
 	if !all {
 		d.Outcomes = slices.DeleteFunc(d.Outcomes, func(o Outcome[R]) bool { return !o.asked })
 	}
-	return nil
 }
 
 // blockedEnforced reports whether an enforced policy of d is blocked.
