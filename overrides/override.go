@@ -79,8 +79,10 @@ type Override struct {
 	// Rate, Period and Burst replace the policy's (Kind Limit only; zero
 	// for the other kinds). Rate is required; a zero Period or Burst keeps
 	// the policy's. The result must be a valid limit of the policy's
-	// algorithm, and a fixed or sliding window keeps its period (see
-	// Apply), or the plan's limit applies (and the mismatch is logged).
+	// algorithm, or the plan's limit applies (and the mismatch is
+	// logged). What the next decisions see of the identity's state under
+	// the new numbers is each algorithm's rule (docs/algorithms.md, "When
+	// a limit changes").
 	Rate   int64
 	Period time.Duration
 	Burst  int64
@@ -134,10 +136,6 @@ func (o Override) BlockWait(now time.Time) time.Duration {
 func (o Override) Apply(l sluice.Limit) (sluice.Limit, error) {
 	if o.Kind != Limit {
 		return l, fmt.Errorf("%w: a %s override has no limit", ErrInvalid, o.Kind)
-	}
-	if o.Period != 0 && o.Period != l.Period && (l.Algorithm == sluice.AlgFixedWindow || l.Algorithm == sluice.AlgSlidingWindow) {
-		return l, fmt.Errorf("%w: policy %q identity %q: a %s limit's period (%v) cannot be overridden (%v): leave Period zero",
-			ErrInvalid, o.Policy, o.Identity, l.Algorithm, l.Period, o.Period)
 	}
 	l.Rate = o.Rate
 	if o.Period != 0 {

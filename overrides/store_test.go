@@ -606,8 +606,8 @@ func TestApply(t *testing.T) {
 		{Override{Kind: Limit, Rate: 100, Period: time.Hour, Burst: 50}, gcra, sluice.Limit{Algorithm: sluice.AlgGCRA, Rate: 100, Period: time.Hour, Burst: 50, Name: "plan"}, ""},
 		{Override{Kind: Limit, Rate: 3}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
 		{Override{Kind: Limit, Rate: 3, Period: time.Minute}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Minute, Name: "plan"}, ""},
-		{Override{Kind: Limit, Rate: 3, Period: time.Hour}, fixed, fixed, "cannot be overridden"},
-		{Override{Kind: Limit, Rate: 3, Period: time.Second}, sluice.Must(sluice.SlidingWindow(10, time.Minute)), sluice.Limit{}, "cannot be overridden"},
+		// A window's period may change too: its state keeps the period it was counted under.
+		{Override{Kind: Limit, Rate: 3, Period: time.Hour}, fixed, sluice.Limit{Algorithm: sluice.AlgFixedWindow, Rate: 3, Period: time.Hour, Name: "plan"}, ""},
 		{Override{Kind: Limit, Rate: 1 << 40, Burst: 1 << 40}, gcra, sluice.Limit{}, "burst"},
 		{Override{Kind: Exempt}, gcra, sluice.Limit{}, "has no limit"},
 	} {
