@@ -100,7 +100,7 @@ type Store struct {
 	addMu    sync.Mutex
 	deadline deadlines
 	syncSeq  atomic.Uint64
-	failLog  failLog
+	failLog  Warner
 }
 
 // policyState is what a Store knows of one policy's overrides.
@@ -134,6 +134,7 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: opts.Prefix, max: opts.MaxPerPolicy, log: opts.Logger,
 		local: opts.LocalCache, timeout: opts.Timeout, clock: opts.Clock}
+	s.failLog.Every = 10 * time.Second
 	if s.prefix == "" {
 		s.prefix = "sluice"
 	}
@@ -358,7 +359,7 @@ func (s *Store) refresh(ctx context.Context, ps *policyState, want string) (*sna
 	for id, v := range all {
 		o, err := decode(ps.policy, id, v)
 		if err != nil {
-			s.failLog.warn(s, err) // written by a newer version, or by hand: ignored
+			s.failLog.Warn(s.log, "overrides: an override that cannot be read is ignored", err) // written by a newer version, or by hand
 			continue
 		}
 		snap.m[id] = o
@@ -371,7 +372,7 @@ func (s *Store) refresh(ctx context.Context, ps *policyState, want string) (*sna
 // while, and logs err.
 func (s *Store) failed(ps *policyState, now time.Time, err error) {
 	ps.failedUntil.Store(now.Add(failBackoff).UnixNano())
-	s.failLog.warn(s, fmt.Errorf("overrides: lookup failed; answering \"no override\" for %v: %w", failBackoff, err))
+	s.failLog.Warn(s.log, "overrides: lookup failed; answering \"no override\" for "+failBackoff.String(), err)
 }
 
 func (s *Store) realNow(now time.Time) time.Time {
@@ -551,28 +552,32 @@ func (s *Store) Remove(ctx context.Context, policy, identity string) (bool, erro
 	return true, nil
 }
 
-// failLog logs Lookup's failures, at most one line per 10 s, with the
-// count of those left out since the last.
-type failLog struct {
+// Warner logs a repeated warning at most once per Every, with the count
+// of those left out since the last. The Store logs Lookup's failures
+// through one (every 10 s); the policy engines log an override that makes
+// no valid limit of its policy's through theirs. Its zero value logs
+// every warning; it is safe for concurrent use.
+type Warner struct {
+	Every   time.Duration
 	mu      sync.Mutex
 	last    time.Time
 	dropped int
 }
 
-const failLogEvery = 10 * time.Second
-
-func (f *failLog) warn(s *Store, err error) {
+// Warn logs msg and err on log unless a warning was logged less than
+// Every ago.
+func (w *Warner) Warn(log *slog.Logger, msg string, err error) {
 	now := time.Now()
-	f.mu.Lock()
-	if !f.last.IsZero() && now.Sub(f.last) < failLogEvery {
-		f.dropped++
-		f.mu.Unlock()
+	w.mu.Lock()
+	if !w.last.IsZero() && now.Sub(w.last) < w.Every {
+		w.dropped++
+		w.mu.Unlock()
 		return
 	}
-	dropped := f.dropped
-	f.last, f.dropped = now, 0
-	f.mu.Unlock()
-	s.log.Warn(err.Error(), "suppressed", dropped)
+	dropped := w.dropped
+	w.last, w.dropped = now, 0
+	w.mu.Unlock()
+	log.Warn(msg, "err", err, "suppressed", dropped)
 }
 
 // deadlines lends Lookups a context that ends Options.Timeout after it was

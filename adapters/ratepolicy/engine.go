@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -95,7 +94,7 @@ type Engine[R any] struct {
 	perMsg    bool // some policy is PerMessage
 	ovr       Overrides
 	clock     func() time.Time
-	badOvr    atomic.Int64 // UnixNano of the last unusable override logged
+	badOvr    overrides.Warner // an override making no valid limit: logged once a minute
 }
 
 // New validates cfg: every policy, that the policies that can apply to one
@@ -113,6 +112,7 @@ func New[R any](cfg Config[R]) (*Engine[R], error) {
 	if e.clock == nil {
 		e.clock = time.Now
 	}
+	e.badOvr.Every = time.Minute
 	if e.decide == nil {
 		e.decide = e.lim.DecideInto
 	}
@@ -453,12 +453,7 @@ func (e *Engine[R]) blocked(p *Compiled[R], id string, o overrides.Override) Out
 // unusable logs, at most once a minute, a Limit override that makes no
 // valid limit of its policy's (the policy's own limit applies).
 func (e *Engine[R]) unusable(err error) {
-	now := time.Now().UnixNano()
-	last := e.badOvr.Load()
-	if now-last < int64(time.Minute) || !e.badOvr.CompareAndSwap(last, now) {
-		return
-	}
-	e.log.Warn(e.pkg+": override ignored; the policy's own limit applies", "err", err)
+	e.badOvr.Warn(e.log, e.pkg+": override ignored; the policy's own limit applies", err)
 }
 
 // Settle sets Denied, Unavailable, Wait and Degraded, logs shadow denials

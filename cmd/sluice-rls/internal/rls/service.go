@@ -111,7 +111,7 @@ type Service struct {
 	state   atomic.Pointer[state]
 	met     *metrics
 	scratch sync.Pool
-	badOvr  atomic.Int64 // UnixNano of the last unusable override logged
+	badOvr  overrides.Warner // an override making no valid limit: logged once a minute
 }
 
 // state is one configuration in force, with what is prepared from it.
@@ -143,6 +143,7 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{o: o}
+	s.badOvr.Every = time.Minute
 	var err error
 	if s.met, err = newMetrics(o.MeterProvider); err != nil {
 		return nil, err
@@ -452,12 +453,7 @@ func (s *Service) check(ctx context.Context, w *work, it *item, identity string,
 // unusable logs, at most once a minute, a Limit override that makes no
 // valid limit of its rule's (the rule's own limit applies).
 func (s *Service) unusable(err error) {
-	now := time.Now().UnixNano()
-	last := s.badOvr.Load()
-	if now-last < int64(time.Minute) || !s.badOvr.CompareAndSwap(last, now) {
-		return
-	}
-	s.o.Logger.Warn("sluice-rls: override ignored; the rule's own limit applies", "err", err)
+	s.badOvr.Warn(s.o.Logger, "sluice-rls: override ignored; the rule's own limit applies", err)
 }
 
 // hitsOf is the cost of descriptor d: its own hits_addend when set, else
