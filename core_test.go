@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"errors"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,6 +335,106 @@ func TestCallerDeadlineIsNotRedisFailure(t *testing.T) {
 	}
 	if !strings.Contains(errBreakerOpen.Error(), "circuit breaker open") {
 		t.Fatal(errBreakerOpen)
+	}
+}
+
+// A process starved of CPU does not take a node for silent: while its own
+// goroutines wait long for a core (the runtime's scheduling latencies,
+// here a count the test raises at every look) or a crowd of them waits
+// now, the watchdog starts its confirmation again, and only after
+// starvedSilences silence timeouts of waiting does it open the breaker.
+// Redis is paused throughout; the only bound asserted is a lower one,
+// which a loaded machine cannot break.
+func TestStarvedProcessIsNotSilentNode(t *testing.T) {
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lim := Must(GCRA(10, time.Second, 10))
+	const silence = 40 * time.Millisecond
+	crowd := 65 * uint64(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		name  string
+		sched func(look uint64) sched
+	}{
+		{"long waits", func(look uint64) sched { return sched{longWaits: look} }},
+		{"a crowd waiting", func(uint64) sched { return sched{runnable: crowd} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(c, WithBreaker(1, time.Hour), WithSilenceTimeout(silence), WithLogger(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var looks atomic.Uint64
+			l.e.sched = func(d time.Duration) sched {
+				if d < 50*time.Millisecond {
+					t.Errorf("long waits counted from %v; want 50ms or more", d)
+				}
+				return tc.sched(looks.Add(1))
+			}
+			if r, err := l.Allow(context.Background(), "u", lim); err != nil || r.Degraded {
+				t.Fatalf("before the pause: %+v, %v", r, err)
+			}
+			if err := s.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Resume()
+			start := time.Now()
+			r, err := l.Allow(context.Background(), "u", lim)
+			took := time.Since(start)
+			if err != nil || !r.Degraded {
+				t.Fatalf("paused node: %+v, %v; want the failure policy's answer", r, err)
+			}
+			if took < starvedSilences*silence {
+				t.Fatalf("the policy answered after %v of a starved process; want %v or more", took, starvedSilences*silence)
+			}
+			if n := looks.Load(); n < 3 {
+				t.Fatalf("%d looks at the scheduler; want the first and at least two confirmations", n)
+			}
+			if st := l.e.router.any.breaker.current(); st != breakerOpen {
+				t.Fatalf("breaker %v after the verdict, want open", st)
+			}
+			t.Logf("the policy answered after %v (%d looks); the silence timeout is %v", took, looks.Load(), silence)
+		})
+	}
+}
+
+// readSched reads what the runtime has: its metrics are known to the Go
+// that builds sluice (the run queue's length from Go 1.26), and this
+// test's own goroutines show.
+func TestReadSched(t *testing.T) {
+	known := map[string]bool{}
+	for _, d := range rtmetrics.All() {
+		known[d.Name] = true
+	}
+	names := []string{"/sched/latencies:seconds"}
+	if !strings.HasPrefix(runtime.Version(), "go1.25") {
+		names = append(names, "/sched/goroutines/runnable:goroutines") // new in Go 1.26
+	}
+	for _, name := range names {
+		if !known[name] {
+			t.Errorf("runtime/metrics of %s has no %s", runtime.Version(), name)
+		}
+	}
+	if s := readSched(0); s.longWaits == 0 {
+		t.Errorf("readSched(0) = %+v; want every sampled scheduling counted", s)
+	}
+	base := sched{longWaits: 5}
+	for _, tc := range []struct {
+		s    sched
+		want bool
+	}{
+		{sched{longWaits: 5}, false},
+		{sched{longWaits: 6}, true},
+		{sched{longWaits: 5, runnable: 64 * uint64(runtime.GOMAXPROCS(0))}, false},
+		{sched{longWaits: 5, runnable: 64*uint64(runtime.GOMAXPROCS(0)) + 1}, true},
+	} {
+		if got := tc.s.starved(base); got != tc.want {
+			t.Errorf("%+v.starved(%+v) = %v, want %v", tc.s, base, got, tc.want)
+		}
 	}
 }
 

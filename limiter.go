@@ -40,6 +40,9 @@ type engine struct {
 
 	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
 	deadlines  sharedDeadline // the bound of calls in flight
+	// sched is readSched: this process's goroutines waiting for a core,
+	// long waits being those of at least d (a test sets its own).
+	sched func(d time.Duration) sched
 }
 
 // New returns a Limiter over a rueidis client. For a real Redis, rueidis'
@@ -89,7 +92,7 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines()}
+	e := &engine{client: client, cfg: cfg, metrics: m, now: cfg.clock, undos: newUndoQueue(), goroutines: newGoroutines(), sched: readSched}
 	e.deadlines.root = e.goroutines.ctx
 	if e.now == nil {
 		e.now = time.Now

@@ -28,8 +28,9 @@ type node struct {
 	inflight  atomic.Int64 // calls of ours waiting on the node
 	busySince atomic.Int64 // UnixNano since which calls have waited on it without a break; 0: none waiting
 	probing   atomic.Bool
-	suspect   atomic.Int64  // UnixNano when calls were last seen waiting the silence timeout; confirmed by silentNode
-	slots     chan struct{} // one token per call out on the node, at most maxFlights
+	suspect   atomic.Int64          // UnixNano when calls were last seen waiting the silence timeout; confirmed by silentNode
+	sched     atomic.Pointer[sched] // the process's waits for a core (engine.sched) at suspect
+	slots     chan struct{}         // one token per call out on the node, at most maxFlights
 
 	// The hand-off (sender.go): flights waiting for a sender, the senders
 	// at work, and the channel an idle sender waits on.

@@ -177,12 +177,14 @@ func WithTimeout(d time.Duration) Option {
 // WithSilenceTimeout sets when a Redis node counts as gone (default 1s):
 // once calls have waited d on it without any reply from it, and a PING the
 // Limiter then sends has had d/4 more without a reply either (so at most
-// 1.25 d after the node stopped answering; a look that runs late, because
-// this process waited for a core, starts that confirmation again). Then the
-// waiting calls and the later ones are decided by the failure policy, and
-// the node's circuit breaker opens. A busy node keeps answering and is never taken for gone;
-// a caller's own deadline or cancellation never counts. d must be at least
-// 1ms.
+// 1.25 d after the node stopped answering). A process starved of CPU looks
+// like a silent node from inside, so a look that runs late, or finds that
+// goroutines of this process waited long for a core meanwhile
+// (runtime/metrics), starts that confirmation again, until calls have
+// waited 4 d. Then the waiting calls and the later ones are decided by the
+// failure policy, and the node's circuit breaker opens. A busy node keeps
+// answering and is never taken for gone; a caller's own deadline or
+// cancellation never counts. d must be at least 1ms.
 func WithSilenceTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {

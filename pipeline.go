@@ -603,23 +603,44 @@ func (e *engine) watchNode(n *node) {
 // replies that arrived but wait for a core to be read are read by the
 // second look, and a look taken late (late after it was due: the
 // watchdog, like the goroutines reading replies, waited for a core)
-// confirms nothing, but starts the confirmation again.
+// confirms nothing, but starts the confirmation again; so does a look on
+// time that finds goroutines of this process waited for a core meanwhile.
 func (e *engine) silentNode(n *node, now time.Time, late time.Duration) (bool, time.Time) {
 	if !n.silent(now, e.cfg.silence) {
 		return false, n.silentAt(e.cfg.silence)
 	}
 	confirm := e.cfg.silence / 4
+	slack := max(confirm/5, 50*time.Millisecond)
 	sus := n.suspect.Load()
-	if sus == 0 || sus < n.lastReply.Load() || late > max(confirm/5, 50*time.Millisecond) {
+	if sus == 0 || sus < n.lastReply.Load() || late > slack {
 		n.suspect.CompareAndSwap(sus, now.UnixNano())
+		s := e.sched(slack)
+		n.sched.Store(&s)
 		e.probe(n)
 		return false, now.Add(confirm)
 	}
 	if at := time.Unix(0, sus).Add(confirm); now.Before(at) {
 		return false, at
 	}
+	// A look on time is not enough: a timer wakes the watchdog at once,
+	// while the goroutines reading replies, woken by the network, wait
+	// their turn behind every runnable goroutine. If goroutines of this
+	// process waited long for a core since the suspicion, or a crowd
+	// waits now, replies may be waiting to be read: start again, until
+	// calls have waited starvedSilences silence timeouts.
+	if s, s0 := e.sched(slack), n.sched.Load(); s0 != nil && s.starved(*s0) && now.Before(n.silentAt(starvedSilences*e.cfg.silence)) {
+		n.suspect.Store(now.UnixNano())
+		n.sched.Store(&s)
+		e.probe(n)
+		return false, now.Add(confirm)
+	}
 	return true, time.Time{}
 }
+
+// starvedSilences is how many silence timeouts calls may wait on a node
+// while this process is starved of CPU before the node is taken for
+// silent all the same.
+const starvedSilences = 4
 
 // silenced opens n's breaker: calls have waited on it for the whole
 // silence timeout and it answered none.
