@@ -78,6 +78,7 @@ func TestServerClock(t *testing.T) {
 		}},
 		{"gcra_multi", []string{"100000", "", "", "1", "1000", "1000000"}, stateField(0, -100_000_000)},
 		{"sliding_window_multi", []string{"1", "", "", "5", "10000000"}, stateField(0, 0)},
+		{"fixed_window_multi", []string{"1", "", "", "5", "10000000"}, stateField(0, 0)},
 	}
 	for _, b := range backends(t) {
 		t.Run(b.Name(), func(t *testing.T) {

@@ -44,8 +44,9 @@ func TestCluster(t *testing.T) {
 				scripts.ConcurrencyAcquire.Call(scripts.ConcurrencyAcquireKeys{Holders: key("conc")}, scripts.ConcurrencyAcquireArgs{Limit: 1, Lease: 1_000_000, ID: holder, Now: &now}),
 				scripts.GCRAMulti.Call(scripts.GCRAMultiKeys{States: []string{key("gm-1"), key("gm-2")}}, scripts.GCRAMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 1, 10, 60_000_000, 10}}),
 				scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: []string{key("swm-1"), key("swm-2")}}, scripts.SlidingWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 10, 60_000_000}}),
+				scripts.FixedWindowMulti.Call(scripts.FixedWindowMultiKeys{States: []string{key("fwm-1"), key("fwm-2")}}, scripts.FixedWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1, 1_000_000, 10, 60_000_000}}),
 			)
-			names = append(names, "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency_acquire", "gcra_multi", "sliding_window_multi")
+			names = append(names, "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency_acquire", "gcra_multi", "sliding_window_multi", "fixed_window_multi")
 		}
 		return calls, names
 	}

@@ -60,9 +60,10 @@ func hammer(t *testing.T, decide func(ctx context.Context, now int64) (bool, err
 // identity, limit 100 per hour, to a real redis-server through the
 // generated wrappers (EVALSHA, pipelined by rueidis): exactly 100 must be
 // allowed by the fixed window, the sliding log, the token bucket (capacity
-// 100) and GCRA (burst 100), and the two multi-limit scripts with 100/hour
-// as their tightest limit; the sliding window counter must allow at most
-// 100.
+// 100) and GCRA (burst 100), and by gcra_multi and fixed_window_multi with
+// 100/hour as their tightest limit; the sliding window counter, alone or in
+// sliding_window_multi, must allow at most 100. fixed_window_multi gets
+// keys of two hash slots, as a standalone Redis allows.
 func TestConcurrentExactness(t *testing.T) {
 	t.Parallel()
 	r := newRedis(t)
@@ -109,6 +110,11 @@ func TestConcurrentExactness(t *testing.T) {
 		{"sliding_window_multi", false, func(ctx context.Context, now int64) (bool, error) {
 			res, err := scripts.SlidingWindowMulti.Run(ctx, c, scripts.SlidingWindowMultiKeys{States: []string{"sluice:{conc-swm}:second", "sluice:{conc-swm}:hour"}},
 				scripts.SlidingWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 100, hour}})
+			return res.Allowed, err
+		}},
+		{"fixed_window_multi", true, func(ctx context.Context, now int64) (bool, error) {
+			res, err := scripts.FixedWindowMulti.Run(ctx, c, scripts.FixedWindowMultiKeys{States: []string{"sluice:{conc-fwm-second}:state", "sluice:{conc-fwm-hour}:state"}},
+				scripts.FixedWindowMultiArgs{Cost: 1, Now: &now, Limits: []int64{1000, 1_000_000, 100, hour}})
 			return res.Allowed, err
 		}},
 	}

@@ -161,6 +161,9 @@ func cpuCases(t *testing.T, rev string) []cpuCase {
 		{name: "sliding_window_multi", windowed: true, call: func(id string, n int, now *int64) ([]string, []string) {
 			return kv(scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: two(id)}, scripts.SlidingWindowMultiArgs{Cost: 1, Now: now, Limits: []int64{q, day, 100, day}}))
 		}},
+		{name: "fixed_window_multi", windowed: true, call: func(id string, n int, now *int64) ([]string, []string) {
+			return kv(scripts.FixedWindowMulti.Call(scripts.FixedWindowMultiKeys{States: two(id)}, scripts.FixedWindowMultiArgs{Cost: 1, Now: now, Limits: []int64{q, day, 100, day}}))
+		}},
 		{name: "sliding_log", call: func(id string, n int, now *int64) ([]string, []string) {
 			return kv(scripts.SlidingLog.Call(scripts.SlidingLogKeys{Log: one(id)}, scripts.SlidingLogArgs{Limit: q, Period: day, Cost: 1, Now: now}))
 		}},

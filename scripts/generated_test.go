@@ -19,6 +19,7 @@ import (
 // builtins lists every generated script of this package.
 var builtins = []*luart.Script{
 	&scripts.FixedWindow.Script,
+	&scripts.FixedWindowMulti.Script,
 	&scripts.SlidingLog.Script,
 	&scripts.SlidingWindow.Script,
 	&scripts.SlidingWindowMulti.Script,

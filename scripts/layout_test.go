@@ -27,12 +27,13 @@ func TestStateOfAnotherForm(t *testing.T) {
 		{"gcra", []string{"3", "1000000", "3"}, []string{"tat", "1700000009000000", "r", "0"}, 1},
 		{"gcra_multi", nil, []string{"tat", "1700000009000000", "r", "0"}, 2},
 		{"sliding_window_multi", nil, []string{"w", "1700000000", "c", "3", "p", "3"}, 2},
+		{"fixed_window_multi", nil, []string{"w", "1700000000", "n", "3"}, 2},
 	}
 	argv := func(script string, cost string, n int) []string {
 		switch script {
 		case "gcra_multi":
 			return append([]string{cost, now, ""}, slices.Repeat([]string{"3", "1000000", "3"}, n)...)
-		case "sliding_window_multi":
+		case "sliding_window_multi", "fixed_window_multi":
 			return append([]string{cost, now, ""}, slices.Repeat([]string{"3", "1000000"}, n)...)
 		}
 		return nil

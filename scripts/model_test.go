@@ -284,6 +284,17 @@ func newSlidingWindowMulti(r *rand.Rand) sim {
 	return s
 }
 
+func newFixedWindowMulti(r *rand.Rand) sim {
+	s := &multiSim{script: "fixed_window_multi"}
+	for n := 1 + r.Intn(4); len(s.params) < n; {
+		l, p := pick(r, limits...), pick(r, periods...)
+		s.params = append(s.params, []string{itoa(l), itoa(p)})
+		s.algs = append(s.algs, model.NewFixedWindow(l, p))
+		s.period, s.interval = max(s.period, p), max(s.interval, p/l, 1)
+	}
+	return s
+}
+
 // gap picks the time to the next call: often none (equal timestamps), or
 // a few µs, or on the scale of the interval or the period, or exactly at
 // (and 1 µs around) the last retry_after and reset_after, or a ms
@@ -363,6 +374,7 @@ func TestModels(t *testing.T) {
 		{"concurrency", newConcurrency},
 		{"gcra_multi", newGCRAMulti},
 		{"sliding_window_multi", newSlidingWindowMulti},
+		{"fixed_window_multi", newFixedWindowMulti},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

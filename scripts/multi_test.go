@@ -35,6 +35,13 @@ var multiPairs = []multiPair{
 			return []string{itoa(l), itoa(p)}, l
 		},
 	},
+	{
+		multi: "fixed_window_multi", single: "fixed_window",
+		limit: func(r *rand.Rand) ([]string, int64) {
+			l, p := pick(r, limits...), pick(r, periods...)
+			return []string{itoa(l), itoa(p)}, l
+		},
+	},
 }
 
 func atoi(t testing.TB, s string) int64 {

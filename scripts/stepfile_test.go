@@ -123,6 +123,7 @@ func stepFiles(t *testing.T) map[string]table {
 		"concurrency_release":  "concurrency",
 		"gcra_multi":           "gcra_multi",
 		"sliding_window_multi": "sliding_window_multi",
+		"fixed_window_multi":   "fixed_window_multi",
 	} {
 		tb, ok := byName[name]
 		if !ok {

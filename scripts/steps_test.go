@@ -210,6 +210,48 @@ var tables = []table{
 			rate(2*sec, 0, 1, 0, 0, 198*sec, 1),
 		},
 	},
+	{
+		// Each limit has its own key, holding what fixed_window keeps:
+		// "t:n:p".
+		name:   "fixed_window_multi",
+		script: "fixed_window_multi",
+		limits: [][]string{{"2", "1000000"}, {"3", "10000000"}}, // 2 per 1 s window AND 3 per 10 s window
+		steps: []step{
+			withValues(withLives(rate(0, 1, 1, 1, 0, 10*sec, 1), 1*sec, 10*sec), func(start int64) []string {
+				return []string{itoa(start) + ":1:1000000", itoa(start) + ":1:10000000"}
+			}),
+			withValues(withLives(rate(500*ms, 1, 1, 0, 0, 9500*ms, 1), 500*ms, 9500*ms), func(start int64) []string {
+				return []string{itoa(start+500*ms) + ":2:1000000", itoa(start+500*ms) + ":2:10000000"}
+			}),
+			rate(600*ms, 1, 0, 0, 400*ms, 9400*ms, 1),                                                 // the 1 s window is full: until it ends
+			withLives(rate(1*sec, 1, 1, 0, 0, 9*sec, 2), 1*sec, 9*sec),                                // a new 1 s window; the 10 s one now full
+			rate(1200*ms, 1, 0, 0, 8800*ms, 8800*ms, 2),                                               // the 10 s limit decides
+			rate(1200*ms, 3, 0, 0, -1, 8800*ms, 1),                                                    // cost above the first limit
+			persist(using(rate(1200*ms, 1, 0, 0, 8800*ms, 8800*ms, 1), []int{2, 1}, 8800*ms, 800*ms)), // reordered: same states; each key's TTL repaired
+			// The second limit's period becomes 20 s: its count stands
+			// only until its own 10 s window ends, then an admission
+			// writes into the 20 s window holding now.
+			withLimits(rate(1500*ms, 1, 0, 0, 8500*ms, 8500*ms, 2), []string{"2", "1000000"}, []string{"3", "20000000"}),
+			withValues(withLimits(withLives(rate(10*sec, 1, 1, 1, 0, 10*sec, 1), 1*sec, 10*sec), []string{"2", "1000000"}, []string{"3", "20000000"}), func(start int64) []string {
+				return []string{itoa(start+10*sec) + ":1:1000000", itoa(start+10*sec) + ":1:20000000"}
+			}),
+			withLimits(rate(10500*ms, 0, 1, 1, 0, 9500*ms, 1), []string{"2", "1000000"}, []string{"3", "20000000"}), // a peek
+		},
+	},
+	{
+		// fixed_window on one limit's key and fixed_window_multi on all,
+		// in either order, spend one quota.
+		name:   "fixed_window_multi_shared",
+		script: "fixed_window_multi",
+		limits: [][]string{{"2", "1000000"}, {"1", "100000000"}}, // 2 per 1 s window AND 1 per 100 s window
+		steps: []step{
+			using(step{at: 0, cost: 1, script: "fixed_window", want: []int64{1, 1, 0, 1 * sec}}, []int{1}),
+			withLives(rate(0, 1, 1, 0, 0, 100*sec, 1), 1*sec, 100*sec),
+			using(rate(500*ms, 1, 0, 0, 99_500*ms, 99_500*ms, 1), []int{2, 1}),
+			using(step{at: 2 * sec, cost: 2, script: "fixed_window", want: []int64{1, 0, 0, 1 * sec}}, []int{1}),
+			rate(2*sec, 0, 1, 0, 0, 98*sec, 1),
+		},
+	},
 }
 
 // skewTables replay a client whose clock is behind the state another

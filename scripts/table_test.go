@@ -53,6 +53,10 @@ type step struct {
 	// lives gives, for a multi-limit call that writes or repairs, each
 	// key's life in µs after the call, in call order.
 	lives []int64
+	// limits overrides, in tables with limits, the params of every limit
+	// of the table (a limit whose numbers changed between calls, on the
+	// same key); nil keeps the table's.
+	limits [][]string
 }
 
 // multi reports whether the step runs a multi-limit script.
@@ -141,13 +145,17 @@ func (tb table) argvWith(s step, nowArg string) []string {
 		params = s.params
 	}
 	if tb.limits != nil {
+		limits := tb.limits
+		if s.limits != nil {
+			limits = s.limits
+		}
 		idx := tb.uses(s)
 		if !tb.multi(s) {
-			params = tb.limits[idx[0]]
+			params = limits[idx[0]]
 		} else {
 			args := []string{strconv.FormatInt(s.cost, 10), nowArg, ""} // each unset
 			for _, j := range idx {
-				args = append(args, tb.limits[j]...)
+				args = append(args, limits[j]...)
 			}
 			return args
 		}
@@ -385,6 +393,10 @@ func using(s step, use []int, lives ...int64) step { s.use, s.lives = use, lives
 
 // withLives gives the keys' lives after a multi-limit call on all limits.
 func withLives(s step, lives ...int64) step { s.lives = lives; return s }
+
+// withLimits gives the params of every limit of a table with limits for
+// one step, in the order of the table's limits.
+func withLimits(s step, limits ...[]string) step { s.limits = limits; return s }
 
 // checkValues checks the string value of each key.
 func checkValues(ctx context.Context, t *testing.T, b backend, keys, want []string, what string) {

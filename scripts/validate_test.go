@@ -73,6 +73,17 @@ func TestBadArguments(t *testing.T) {
 		{script: "sliding_window_multi", args: []string{"1", now, "", "1000000", "10000000000"}, msg: "limit 1: limit*period must not exceed 4503599627370496"},
 		{script: "sliding_window_multi", args: []string{"1", "now", "", "10", "1000"}, msg: "now must be a non-negative decimal integer"},
 		{script: "sliding_window_multi", args: limitArgs(now, 17, "10", "1000"), msg: "want 1 to 16 keys, one per limit, got 17", n: 17},
+		{script: "fixed_window_multi", args: []string{"1", now, ""}, msg: "want 1 to 16 keys, one per limit, got 0", n: -1},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000", "10"}, msg: "want cost, now, each and 2 numbers (limit, period) per key: 5 arguments for 1 key, got 6"},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000"}, msg: "7 arguments for 2 keys, got 5", n: 2},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000", "10", "1000"}, msg: "key 2 repeats key 1", n: 2, repeat: true},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000", "0", "1000"}, msg: "limit 2: limit must be between 1 and 4503599627370496, got 0", n: 2},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000", "10", "1125899906842625"}, msg: "limit 2: period must be between 1 and 1125899906842624", n: 2},
+		{script: "fixed_window_multi", args: []string{"1", now, "", "10", "1000", "10", ""}, msg: "limit 2: period is required", n: 2},
+		{script: "fixed_window_multi", args: []string{"1", now, "x", "10", "1000"}, msg: `each must be 1, 0 or empty, got "x"`},
+		{script: "fixed_window_multi", args: []string{"4503599627370497", now, "", "10", "1000"}, msg: "cost must be between 0 and 4503599627370496"},
+		{script: "fixed_window_multi", args: []string{"1", "now", "", "10", "1000"}, msg: "now must be a non-negative decimal integer"},
+		{script: "fixed_window_multi", args: limitArgs(now, 17, "10", "1000"), msg: "want 1 to 16 keys, one per limit, got 17", n: 17},
 	}
 	for _, b := range backends(t) {
 		t.Run(b.Name(), func(t *testing.T) {
