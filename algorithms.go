@@ -192,6 +192,16 @@ func multiCall(keys []string, limits []Limit, cost int64, now *int64, each []int
 	for _, lim := range limits {
 		nums = append(nums, lim.Rate, lim.periodMicros())
 	}
+	if limits[0].Algorithm == AlgFixedWindow {
+		call := scripts.FixedWindowMulti.Call(scripts.FixedWindowMultiKeys{States: keys}, scripts.FixedWindowMultiArgs{Cost: cost, Now: now, Each: flag, Limits: nums})
+		if each == nil {
+			return call, decodeFixedWindowMulti
+		}
+		return call, func(r luart.Reply) (decision, error) {
+			m, err := scripts.FixedWindowMulti.DecodeReply(r)
+			return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, copyEach(scripts.FixedWindowMulti.Name, each, m.PerLimit, err)
+		}
+	}
 	call := scripts.SlidingWindowMulti.Call(scripts.SlidingWindowMultiKeys{States: keys}, scripts.SlidingWindowMultiArgs{Cost: cost, Now: now, Each: flag, Limits: nums})
 	if each == nil {
 		return call, decodeSlidingWindowMulti
@@ -217,6 +227,11 @@ func copyEach(script string, each, got []int64, err error) error {
 
 func decodeGcraMulti(r luart.Reply) (decision, error) {
 	m, err := scripts.GCRAMulti.DecodeReply(r)
+	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
+}
+
+func decodeFixedWindowMulti(r luart.Reply) (decision, error) {
+	m, err := scripts.FixedWindowMulti.DecodeReply(r)
 	return decision{m.Allowed, m.Remaining, m.RetryAfter, m.ResetAfter, m.Limiting}, err
 }
 

@@ -289,7 +289,7 @@ func (b *batch) decide(ctx context.Context) error {
 	}
 	b.request()
 	b.groups = byNode(b.reqs, b.nodes, b.groups)
-	if b.whole && !(len(b.groups) == 1 && foldsToOne(b.reqs)) {
+	if b.whole && !(len(b.groups) == 1 && foldsToOne(b.reqs, l.anySlot)) {
 		// Several calls: a refund may need every limit's numbers.
 		for i := range b.reqs {
 			b.reqs[i].whole = false
@@ -375,7 +375,7 @@ func (b *batch) request() {
 // the checks all go to one node in one multi-limit call, which is atomic.
 func (b *batch) fly(ctx context.Context) {
 	now := b.l.nowArg()
-	since := len(b.reqs) > 1 && now == nil && !(len(b.groups) == 1 && foldsToOne(b.reqs))
+	since := len(b.reqs) > 1 && now == nil && !(len(b.groups) == 1 && foldsToOne(b.reqs, b.l.anySlot))
 	b.l.flyGroups(ctx, b.start, b.reqs, b.groups, now, since)
 	if now != nil {
 		for i := range b.reqs {

@@ -573,6 +573,85 @@ func TestDecideFolds(t *testing.T) {
 	step("one call, denied", false, 1, map[string]int64{"evalsha": 1, "time": 1})
 }
 
+// TestDecideFoldsAcrossSlots: with WithCrossSlotScripts on a standalone
+// Redis, the checks of several identities (different hash slots), one
+// algorithm and one cost, go in one multi-limit call: one round trip, no
+// TIME ahead of it, and a batch one check refuses charges none of the
+// others, with no refund. Checks of another algorithm keep their own call.
+// Without the option, each identity's check is a call of its own.
+func TestDecideFoldsAcrossSlots(t *testing.T) {
+	ctx := context.Background()
+	s := redisserver.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rt := &roundTrips{Client: c}
+	client := Must(FixedWindow(2, time.Hour)).Named("client")
+	route := Must(FixedWindow(100, time.Hour)).Named("route")
+	tenant := Must(FixedWindow(1000, time.Hour)).Named("tenant")
+	user := Must(GCRA(100, time.Hour, 100)).Named("user")
+	for _, cross := range []bool{true, false} {
+		l, err := New(rt, opts(WithDenialCache(0), WithCrossSlotScripts(cross))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		id := fmt.Sprint("c-", cross)
+		checks := []Check{
+			{Identity: id, Limit: client, Cost: 1},
+			{Identity: "/r-" + id, Limit: route, Cost: 1},
+			{Identity: "t-" + id, Limit: tenant, Cost: 1},
+		}
+		if keyslot.Of(l.Key(checks[0].Identity, client)) == keyslot.Of(l.Key(checks[2].Identity, tenant)) {
+			t.Fatal("the identities share a hash slot; pick others")
+		}
+		report := func(ch Check) int64 {
+			t.Helper()
+			r, err := l.AllowN(ctx, ch.Identity, ch.Limit, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Remaining
+		}
+		step := func(what string, wantAllowed bool, wantTrips int64, wantCmds map[string]int64) {
+			t.Helper()
+			before, n0 := commandStats(t, c), rt.n.Load()
+			d, err := l.Decide(ctx, checks...)
+			trips := rt.n.Load() - n0
+			got := statsDelta(before, commandStats(t, c))
+			if err != nil || d.Allowed != wantAllowed {
+				t.Fatalf("cross-slot %v, %s: %+v, %v", cross, what, d, err)
+			}
+			t.Logf("cross-slot %v, %s: %d round trips, commands %v", cross, what, trips, got)
+			if trips != wantTrips || fmt.Sprint(got) != fmt.Sprint(wantCmds) {
+				t.Fatalf("cross-slot %v, %s: %d round trips, the server ran %v; want %d and %v", cross, what, trips, got, wantTrips, wantCmds)
+			}
+			for i, ch := range checks {
+				if r := d.Results[i]; r.Limit.Name != ch.Limit.Name || r.Remaining != report(ch) {
+					t.Fatalf("cross-slot %v, %s: check %d: %+v; a report after says %d remaining", cross, what, i, r, report(ch))
+				}
+			}
+		}
+		if cross {
+			step("first", true, 2, map[string]int64{"eval": 1, "evalsha": 1, "time": 1})
+			step("second", true, 1, map[string]int64{"evalsha": 1, "time": 1})
+			step("client spent", false, 1, map[string]int64{"evalsha": 1, "time": 1})
+			if r, t2 := report(checks[1]), report(checks[2]); r != 98 || t2 != 998 {
+				t.Fatalf("after a refused batch: route %d, tenant %d remaining; want 98 and 998 (charged twice, not three times)", r, t2)
+			}
+			// Another algorithm is a call of its own (gcra's first, so its
+			// script is loaded: NOSCRIPT, then EVAL), and two calls take a
+			// TIME ahead of them, for a refund's bound.
+			checks = append(checks[1:], Check{Identity: "u-" + id, Limit: user, Cost: 1})
+			step("with a gcra check", true, 2, map[string]int64{"eval": 1, "evalsha": 1 + 1, "time": 1 + 2})
+			continue
+		}
+		step("first", true, 1, map[string]int64{"evalsha": 3, "time": 1 + 3})
+	}
+}
+
 // recording is a Transport that records the commands of every Send.
 type recording struct {
 	luart.Transport
@@ -599,6 +678,8 @@ func (r *recording) Send(ctx context.Context, cmds []luart.Cmd, replies []luart.
 // clock and order, even for the first batch, sent before the Limiter
 // knows which node holds which slot (all its checks in one flight). And a
 // batch refused by one check leaves no charge on any node.
+// WithCrossSlotScripts is on, and ignored: a cluster runs no script whose
+// keys span slots.
 func TestRefundBoundPerSlot(t *testing.T) {
 	t.Parallel()
 	cl := redisserver.StartCluster(t, 3)
@@ -608,7 +689,7 @@ func TestRefundBoundPerSlot(t *testing.T) {
 	}
 	defer c.Close()
 	rec := &recording{Transport: luart.Rueidis(c)}
-	l, err := NewFromTransport(rec, quiet...)
+	l, err := NewFromTransport(rec, append(quiet, WithCrossSlotScripts(true))...)
 	if err != nil {
 		t.Fatal(err)
 	}

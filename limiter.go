@@ -40,6 +40,9 @@ type engine struct {
 
 	goroutines *goroutines    // every goroutine the Limiter starts; Close ends them
 	deadlines  sharedDeadline // the bound of calls in flight
+	// anySlot: one script call may hold keys of any hash slot
+	// (WithCrossSlotScripts, not on a cluster).
+	anySlot bool
 	// sched is readSched: this process's goroutines waiting for a core,
 	// long waits being those of at least d (a test sets its own).
 	sched func(d time.Duration) sched
@@ -115,6 +118,7 @@ func NewFromTransport(client luart.Transport, opts ...Option) (*Limiter, error) 
 	if cfg.denialCache > 0 {
 		e.denials = newDenialCache(cfg.denialCache)
 	}
+	e.anySlot = cfg.crossSlot && !e.router.cluster
 	return &Limiter{e: e}, nil
 }
 
@@ -181,8 +185,8 @@ func (l *Limiter) rate(ctx context.Context, c Check) (Result, error) {
 // denied with the longest wait, or the one with the least remaining. Each
 // limit keeps the one state Allow and Peek use (Key), so AllowAll(a, b),
 // AllowAll(b, a) and Allow(a) spend the same quota of a. Limits of one
-// algorithm with a multi-limit script (all gcra, or all sliding_window)
-// are decided in one atomic script call; others are charged and, when one
+// algorithm with a multi-limit script (all gcra, all sliding_window, or
+// all fixed_window) are decided in one atomic script call; others are charged and, when one
 // denies, refunded exactly as Decide does. Up to MaxChecks rate limits,
 // with distinct names; DecideInto reports every limit's own Result.
 func (l *Limiter) AllowAll(ctx context.Context, identity string, limits []Limit, cost int64) (Result, error) {

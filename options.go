@@ -72,7 +72,8 @@ type config struct {
 	timeout          time.Duration // the most a decision waits on a node that answers (0: the caller's context only)
 	silence          time.Duration // calls waiting this long with no reply of any kind: the node is down
 	breakerThreshold int
-	denialCache      int // entries; 0: off
+	denialCache      int  // entries; 0: off
+	crossSlot        bool // WithCrossSlotScripts
 	breakerCooldown  time.Duration
 	clock            func() time.Time
 	logger           *slog.Logger
@@ -232,6 +233,25 @@ func WithDenialCache(size int) Option {
 			return fmt.Errorf("%w: WithDenialCache(%d): size must not be negative", ErrInvalidOption, size)
 		}
 		c.denialCache = size
+		return nil
+	}
+}
+
+// WithCrossSlotScripts says whether the Redis behind the client runs a
+// script whose keys are in different hash slots (default false). A
+// standalone or Sentinel-managed Redis does; a proxy in front of shards
+// (Redis Enterprise's clustered databases, Envoy's or twemproxy's Redis
+// proxy) refuses it. When on, a batch decision (Decide) of checks on
+// different identities, with the same algorithm and cost, sends them in
+// one multi-limit script call (gcra, sliding_window and fixed_window have
+// one) instead of one call each: Redis spends less on it, and it is
+// atomic, so a batch one check refuses charges none of the others without
+// the refund a batch of several calls needs. The checks of one identity
+// share a slot and are folded so whether or not it is on. It is ignored
+// on a Redis Cluster, where a script's keys must share a slot.
+func WithCrossSlotScripts(on bool) Option {
+	return func(c *config) error {
+		c.crossSlot = on
 		return nil
 	}
 }

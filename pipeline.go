@@ -274,22 +274,22 @@ func (e *engine) collect(f *flight, reqs []request) {
 
 // fold joins the rate checks of reqs that one multi-limit script can
 // decide together into wire, the requests a flight sends: checks of the
-// same algorithm (gcra or sliding_window, the ones with a multi-limit
-// script), enforced, of the same cost, on distinct keys of one hash slot
-// (the limits of one identity), at most 16 in one call. The slot holds on
-// a standalone Redis too: proxies in front of a sharded Redis (Redis
-// Enterprise's clustered databases, Envoy) refuse a script whose keys
-// span slots. fold[i] is the request of wire that decides reqs[i]. One
-// call instead of several costs Redis less, and is atomic: when one of
-// its checks denies, the others are not charged, so nothing of them needs
-// a refund.
-func fold(wire []request, fold []int, reqs []request) ([]request, []int) {
+// same algorithm (gcra, sliding_window or fixed_window, the ones with a
+// multi-limit script), enforced, of the same cost, on distinct keys of one
+// hash slot (the limits of one identity), at most 16 in one call. The slot
+// holds on a standalone Redis too, unless anySlot (WithCrossSlotScripts):
+// proxies in front of a sharded Redis (Redis Enterprise's clustered
+// databases, Envoy) refuse a script whose keys span slots. fold[i] is the
+// request of wire that decides reqs[i]. One call instead of several costs
+// Redis less, and is atomic: when one of its checks denies, the others are
+// not charged, so nothing of them needs a refund.
+func fold(wire []request, fold []int, reqs []request, anySlot bool) ([]request, []int) {
 	for i := range reqs {
 		r := &reqs[i]
 		j := -1
 		if len(reqs) > 1 && foldable(r) {
 			for w := range wire {
-				if joins(&wire[w], r) {
+				if joins(&wire[w], r, anySlot) {
 					j = w
 					break
 				}
@@ -313,12 +313,12 @@ func fold(wire []request, fold []int, reqs []request) ([]request, []int) {
 }
 
 // foldsToOne reports whether fold makes one call of all of reqs.
-func foldsToOne(reqs []request) bool {
+func foldsToOne(reqs []request, anySlot bool) bool {
 	if len(reqs) > 16 || !foldable(&reqs[0]) {
 		return false
 	}
 	for i := 1; i < len(reqs); i++ {
-		if !foldable(&reqs[i]) || !oneCall(&reqs[0], &reqs[i]) || slices.ContainsFunc(reqs[:i], func(o request) bool { return o.key == reqs[i].key }) {
+		if !foldable(&reqs[i]) || !oneCall(&reqs[0], &reqs[i], anySlot) || slices.ContainsFunc(reqs[:i], func(o request) bool { return o.key == reqs[i].key }) {
 			return false
 		}
 	}
@@ -328,23 +328,23 @@ func foldsToOne(reqs []request) bool {
 // foldable reports a check's request that a multi-limit call can take.
 func foldable(r *request) bool {
 	a := r.lim.Algorithm
-	return r.kind == callRate && r.multi == nil && r.decode == nil && !r.peek && !r.shadow && (a == AlgGCRA || a == AlgSlidingWindow)
+	return r.kind == callRate && r.multi == nil && r.decode == nil && !r.peek && !r.shadow && (a == AlgGCRA || a == AlgSlidingWindow || a == AlgFixedWindow)
 }
 
 // oneCall reports checks one multi-limit call can decide together: one
-// algorithm, one cost, one hash slot.
-func oneCall(a, b *request) bool {
-	return a.lim.Algorithm == b.lim.Algorithm && a.cost == b.cost && keyslot.Of(a.key) == keyslot.Of(b.key)
+// algorithm, one cost, one hash slot unless anySlot.
+func oneCall(a, b *request, anySlot bool) bool {
+	return a.lim.Algorithm == b.lim.Algorithm && a.cost == b.cost && (anySlot || keyslot.Of(a.key) == keyslot.Of(b.key))
 }
 
 // joins reports whether r can be folded into w: a wire request that is
 // still a single check, or already a fold, with room and not r's key.
-func joins(w, r *request) bool {
+func joins(w, r *request, anySlot bool) bool {
 	switch {
 	case w.folded:
-		return len(w.keys) < 16 && !slices.Contains(w.keys, r.key) && oneCall(w, r)
+		return len(w.keys) < 16 && !slices.Contains(w.keys, r.key) && oneCall(w, r, anySlot)
 	case foldable(w):
-		return w.key != r.key && oneCall(w, r)
+		return w.key != r.key && oneCall(w, r, anySlot)
 	}
 	return false
 }
@@ -387,7 +387,7 @@ func (e *engine) launch(ctx context.Context, n *node, start time.Time, reqs []re
 	// node's senders are, and one of them, or after Close the caller
 	// itself (enqueue), lands every flight queued.
 	f := flights.Get().(*flight)
-	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs)
+	f.reqs, f.fold = fold(f.reqs[:0], f.fold[:0], reqs, e.anySlot)
 	for i := range f.reqs {
 		if f.reqs[i].decode == nil {
 			f.reqs[i].build(now)
