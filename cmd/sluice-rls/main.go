@@ -82,6 +82,7 @@ type options struct {
 	timeout      time.Duration
 	denialCache  int
 	mergeDomains bool
+	crossSlot    bool
 	nearLimit    float64
 	drain        time.Duration
 	logLevel     slog.Level
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.replicas, "replicas", 1, "with -failure local: how many replicas of this service share the limits")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound on how long a decision waits for a Redis that answers (0: none but Envoy's own deadline)")
 	fs.IntVar(&o.denialCache, "denial-cache", 0, "remember this many refusals per limit and refuse locally until they end (0: off); a request refused from it reports its other descriptors unasked")
+	fs.BoolVar(&o.crossSlot, "cross-slot", true, "decide all of a request's descriptors in one script call even though their keys are in different hash slots, which a standalone or Sentinel Redis runs; set false behind a proxy of a sharded Redis (Envoy's or twemproxy's Redis proxy, a clustered Redis Enterprise database), which refuses such a call. Ignored on a Redis Cluster")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files hold one domain, merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.Float64Var(&o.nearLimit, "near-limit-ratio", 0.8, "the share of a limit past which hits count as near_limit")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGINT or SIGTERM, how long requests in flight may take to finish")
@@ -206,7 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 	}
 	defer st.close()
 	limOpts := []sluice.Option{sluice.WithPrefix(o.prefix), sluice.WithFailurePolicy(o.failure), sluice.WithTimeout(o.timeout),
-		sluice.WithDenialCache(o.denialCache), sluice.WithMeterProvider(mp), sluice.WithLogger(log)}
+		sluice.WithDenialCache(o.denialCache), sluice.WithCrossSlotScripts(o.crossSlot), sluice.WithMeterProvider(mp), sluice.WithLogger(log)}
 	if o.failure == sluice.FailLocal {
 		limOpts = append(limOpts, sluice.WithReplicas(o.replicas))
 	}

@@ -137,7 +137,7 @@ descriptors:
 				"-grpc", "127.0.0.1:"+strconv.Itoa(g), "-http", "127.0.0.1:"+strconv.Itoa(h))
 		}},
 	}
-	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
+	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | load generator CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
 	var results []result
 	for _, svc := range services {
 		ports, err := freePorts(3)
@@ -161,7 +161,7 @@ descriptors:
 					if _, err := redis.Command("FLUSHALL"); err != nil {
 						return err
 					}
-					svcCPU, redisCPU := cpuTime(cmd.Process.Pid), cpuTime(redis.PID())
+					svcCPU, redisCPU, ownCPU := cpuTime(cmd.Process.Pid), cpuTime(redis.PID()), cpuTime(os.Getpid())
 					r, err := load(target, descs, streams, *requests, tenantLimit)
 					if err != nil {
 						return fmt.Errorf("%s: %w\n%s", svc.name, err, logs.String())
@@ -169,6 +169,7 @@ descriptors:
 					r.service = svc.name
 					r.svcCPU = (cpuTime(cmd.Process.Pid) - svcCPU) / time.Duration(*requests)
 					r.redisCPU = (cpuTime(redis.PID()) - redisCPU) / time.Duration(*requests)
+					r.ownCPU = (cpuTime(os.Getpid()) - ownCPU) / time.Duration(*requests)
 					results = append(results, r)
 				}
 			}
@@ -184,8 +185,8 @@ descriptors:
 		if r.descs == 3 {
 			charged = strconv.Itoa(r.charged)
 		}
-		fmt.Fprintf(stdout, "| %d | %d | %s | %.0f | %s | %s | %.0f µs | %.0f µs | %d | %s |\n", r.descs, r.streams, r.service, r.rps,
-			ms(r.p50), ms(r.p99), float64(r.svcCPU)/float64(time.Microsecond), float64(r.redisCPU)/float64(time.Microsecond), r.admitted, charged)
+		fmt.Fprintf(stdout, "| %d | %d | %s | %.0f | %s | %s | %.0f µs | %.0f µs | %.0f µs | %d | %s |\n", r.descs, r.streams, r.service, r.rps,
+			ms(r.p50), ms(r.p99), µs(r.svcCPU), µs(r.redisCPU), µs(r.ownCPU), r.admitted, charged)
 	}
 	return 0
 }
@@ -196,7 +197,7 @@ type result struct {
 	rps                        float64
 	p50, p99                   time.Duration
 	admitted, refused, charged int
-	svcCPU, redisCPU           time.Duration // CPU time per request
+	svcCPU, redisCPU, ownCPU   time.Duration // CPU time per request (ownCPU: the load generator's)
 }
 
 // cpuTime is the CPU time process pid has used (user and system), read
@@ -215,6 +216,8 @@ func cpuTime(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
+
+func µs(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 

@@ -93,8 +93,9 @@ func config(t *testing.T, files map[string]string) *rlsconf.Config {
 }
 
 // newRig serves cfg (nil: none yet) on client, with the clock given (nil:
-// a new one) and opts adjusted by adjust; its Limiter has no denial cache
-// (sluice-rls's default) unless limOpts give it one.
+// a new one) and opts adjusted by adjust; its Limiter has sluice-rls's
+// defaults (no denial cache; a request's checks in one script call across
+// hash slots, ignored on a cluster) unless limOpts say otherwise.
 func newRig(t *testing.T, client rueidis.Client, clk *clock, cfg *rlsconf.Config, adjust func(*Options), limOpts ...sluice.Option) *rig {
 	t.Helper()
 	if clk == nil {
@@ -103,7 +104,7 @@ func newRig(t *testing.T, client rueidis.Client, clk *clock, cfg *rlsconf.Config
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	lim, err := sluice.New(client, append([]sluice.Option{sluice.WithClock(clk.Now), sluice.WithTimeout(30 * time.Second), sluice.WithLogger(nil), sluice.WithDenialCache(0)}, limOpts...)...)
+	lim, err := sluice.New(client, append([]sluice.Option{sluice.WithClock(clk.Now), sluice.WithTimeout(30 * time.Second), sluice.WithLogger(nil), sluice.WithDenialCache(0), sluice.WithCrossSlotScripts(true)}, limOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

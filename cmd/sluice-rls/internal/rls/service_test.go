@@ -380,10 +380,16 @@ func TestHitsAddend(t *testing.T) {
 }
 
 // TestRefusedRequestChargesNothing: a request of three descriptors whose
-// third is over its limit charges none of the three.
+// third is over its limit charges none of the three, whether its fixed
+// windows go in one script call (-cross-slot, the default: atomic) or in
+// one call each (refunded).
 func TestRefusedRequestChargesNothing(t *testing.T) {
-	r := newRig(t, redisClient(t), nil, config(t, map[string]string{"t.yaml": threeYAML}), nil)
-	checkRefusedChargesNothing(t, func(q *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse { return r.call(q) })
+	for _, cross := range []bool{true, false} {
+		t.Run(fmt.Sprint("cross-slot=", cross), func(t *testing.T) {
+			r := newRig(t, redisClient(t), nil, config(t, map[string]string{"t.yaml": threeYAML}), nil, sluice.WithCrossSlotScripts(cross))
+			checkRefusedChargesNothing(t, func(q *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse { return r.call(q) })
+		})
+	}
 }
 
 const threeYAML = `domain: three
