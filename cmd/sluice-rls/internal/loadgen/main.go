@@ -1,12 +1,15 @@
 // Command loadgen compares sluice-rls with envoyproxy/ratelimit as Envoy
 // uses them: ShouldRateLimit over gRPC, with 1 and with 3 descriptors per
 // request, at 16 and 128 concurrent streams, both services on the same
-// redis-server with the same configuration, one after the other on the
-// same machine. It prints a Markdown table: requests per second, p50 and
-// p99 latency, requests admitted against what exact limits admit, and
-// what the shared rule was charged against what the admitted requests
-// spent, and the CPU time per request of the service and of
-// redis-server (from /proc: Linux only).
+// redis-server with the same configuration, on the same machine, each cell
+// in rounds (-rounds, default 3) in which the two run back to back, in
+// turn first. It prints a Markdown table of each service's median round:
+// requests per second, p50 and p99 latency, requests admitted against what
+// exact limits admit, and what the shared rule was charged against what
+// the admitted requests spent, and the CPU time per request of the
+// service, of redis-server and of the load generator itself (from /proc:
+// Linux only); then the ratio of requests per second, sluice-rls's to
+// envoyproxy/ratelimit's, in each round and its median.
 //
 //	go install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
 //	go run ./cmd/sluice-rls/internal/loadgen -envoy $(go env GOPATH)/bin/service_cmd
@@ -64,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	target := fs.String("target", "", "only load a service already running at this gRPC address (with the configuration loadgen writes), -descriptors per request at -streams")
 	descs := fs.Int("descriptors", 1, "with -target: 1 or 3")
 	streams := fs.Int("streams", 16, "with -target: concurrent streams")
+	nRounds := fs.Int("rounds", 3, "rounds per cell, each service once in each, back to back; the table gives the median round")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,8 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			r.descs, r.streams, r.rps, ms(r.p50), ms(r.p99), r.admitted, r.charged)
 		return 0
 	}
-	if *envoyBin == "" || *requests < perClient || *requests%perClient != 0 {
-		fmt.Fprintln(stderr, "loadgen: -envoy is required, and -requests a multiple of 50")
+	if *envoyBin == "" || *requests < perClient || *requests%perClient != 0 || *nRounds < 1 {
+		fmt.Fprintln(stderr, "loadgen: -envoy is required, -requests a multiple of 50 and -rounds at least 1")
 		return 2
 	}
 	fail := func(err error) int {
@@ -137,58 +141,95 @@ descriptors:
 				"-grpc", "127.0.0.1:"+strconv.Itoa(g), "-http", "127.0.0.1:"+strconv.Itoa(h))
 		}},
 	}
-	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | load generator CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
-	var results []result
+	// Both services run throughout; each cell is measured in rounds, the
+	// two services back to back in each round (in turn first), so a
+	// change in the machine's speed during the run touches both alike.
+	type running struct {
+		name   string
+		cmd    *exec.Cmd
+		target string
+		logs   *bytes.Buffer
+	}
+	var svcs []running
+	defer func() {
+		for _, r := range svcs {
+			_ = r.cmd.Process.Kill()
+			_ = r.cmd.Wait()
+		}
+	}()
 	for _, svc := range services {
 		ports, err := freePorts(3)
 		if err != nil {
 			return fail(err)
 		}
 		cmd := svc.start(ports[0], ports[1], ports[2])
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
+		logs := new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = logs, logs
 		if err := cmd.Start(); err != nil {
 			return fail(fmt.Errorf("%s: %w", svc.name, err))
 		}
-		err = func() error {
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			if err := waitHealthy(ports[1]); err != nil {
-				return fmt.Errorf("%s did not become healthy: %w\n%s", svc.name, err, logs.String())
-			}
-			target := "127.0.0.1:" + strconv.Itoa(ports[0])
-			for _, descs := range []int{1, 3} {
-				for _, streams := range []int{16, 128} {
+		svcs = append(svcs, running{svc.name, cmd, "127.0.0.1:" + strconv.Itoa(ports[0]), logs})
+		if err := waitHealthy(ports[1]); err != nil {
+			return fail(fmt.Errorf("%s did not become healthy: %w\n%s", svc.name, err, logs.String()))
+		}
+	}
+	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | load generator CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
+	var ratios []string
+	for _, descs := range []int{1, 3} {
+		for _, streams := range []int{16, 128} {
+			per := make([][]result, len(svcs)) // per service, one result per round
+			var ratio []float64                // sluice-rls ÷ envoyproxy/ratelimit, per round
+			for round := range *nRounds {
+				for k := range svcs {
+					i := (k + round) % len(svcs)
+					svc := svcs[i]
 					if _, err := redis.Command("FLUSHALL"); err != nil {
-						return err
+						return fail(err)
 					}
-					svcCPU, redisCPU, ownCPU := cpuTime(cmd.Process.Pid), cpuTime(redis.PID()), cpuTime(os.Getpid())
-					r, err := load(target, descs, streams, *requests, tenantLimit)
+					svcCPU, redisCPU, ownCPU := cpuTime(svc.cmd.Process.Pid), cpuTime(redis.PID()), cpuTime(os.Getpid())
+					r, err := load(svc.target, descs, streams, *requests, tenantLimit)
 					if err != nil {
-						return fmt.Errorf("%s: %w\n%s", svc.name, err, logs.String())
+						return fail(fmt.Errorf("%s: %w\n%s", svc.name, err, svc.logs.String()))
 					}
 					r.service = svc.name
-					r.svcCPU = (cpuTime(cmd.Process.Pid) - svcCPU) / time.Duration(*requests)
+					r.svcCPU = (cpuTime(svc.cmd.Process.Pid) - svcCPU) / time.Duration(*requests)
 					r.redisCPU = (cpuTime(redis.PID()) - redisCPU) / time.Duration(*requests)
 					r.ownCPU = (cpuTime(os.Getpid()) - ownCPU) / time.Duration(*requests)
-					results = append(results, r)
+					per[i] = append(per[i], r)
 				}
+				ratio = append(ratio, per[1][round].rps/per[0][round].rps)
 			}
-			return nil
-		}()
-		if err != nil {
-			return fail(err)
+			for i := range svcs {
+				r := median(per[i])
+				charged := "-"
+				if r.descs == 3 {
+					charged = strconv.Itoa(r.charged)
+				}
+				fmt.Fprintf(stdout, "| %d | %d | %s | %.0f | %s | %s | %.0f µs | %.0f µs | %.0f µs | %d | %s |\n", r.descs, r.streams, r.service, r.rps,
+					ms(r.p50), ms(r.p99), µs(r.svcCPU), µs(r.redisCPU), µs(r.ownCPU), r.admitted, charged)
+			}
+			each := make([]string, len(ratio))
+			for i, x := range ratio {
+				each[i] = fmt.Sprintf("%.2f×", x)
+			}
+			sorted := slices.Clone(ratio)
+			slices.Sort(sorted)
+			e, sl := median(per[0]), median(per[1])
+			ratios = append(ratios, fmt.Sprintf("| %d | %d | %.2f× | %s | %s vs %s |", descs, streams, sorted[len(sorted)/2], strings.Join(each, ", "), ms(sl.p99), ms(e.p99)))
 		}
 	}
-	slices.SortStableFunc(results, func(a, b result) int { return (a.descs*1000 + a.streams) - (b.descs*1000 + b.streams) })
-	for _, r := range results {
-		charged := "-"
-		if r.descs == 3 {
-			charged = strconv.Itoa(r.charged)
-		}
-		fmt.Fprintf(stdout, "| %d | %d | %s | %.0f | %s | %s | %.0f µs | %.0f µs | %.0f µs | %d | %s |\n", r.descs, r.streams, r.service, r.rps,
-			ms(r.p50), ms(r.p99), µs(r.svcCPU), µs(r.redisCPU), µs(r.ownCPU), r.admitted, charged)
+	fmt.Fprintf(stdout, "\n| descriptors | streams | sluice-rls ÷ envoyproxy/ratelimit, requests/s (median) | each round | p99, sluice-rls vs envoyproxy/ratelimit |\n|---|---|---|---|---|\n")
+	for _, r := range ratios {
+		fmt.Fprintln(stdout, r)
 	}
 	return 0
+}
+
+// median is the round of rs with the median requests/s.
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int { return int(a.rps - b.rps) })
+	return s[len(s)/2]
 }
 
 type result struct {
