@@ -295,7 +295,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 	// when all are busy): a worker's stack has grown already, where a
 	// goroutine per request grows a fresh one every time, a tenth of the
 	// service's CPU at 128 streams (2% with the workers; pprof).
-	gs := grpc.NewServer(grpc.NumStreamWorkers(uint32(64*runtime.GOMAXPROCS(0))))
+	gs := grpc.NewServer(grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0))))
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	health.Register(gs)
 	mux := http.NewServeMux()
