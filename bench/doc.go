@@ -13,5 +13,9 @@
 //     identities, limits per request and cluster masters grow.
 //   - go test -run '^$' -bench .: Go benchmarks, for profiling one case.
 //
+// The command in bench/rlsload compares sluice-rls with envoyproxy/ratelimit
+// as Envoy calls them (ShouldRateLimit over gRPC); its test runs the same
+// workload against sluice-rls alone and checks that it is exact.
+//
 // docs/benchmarks.md has the results and how to read them.
 package bench

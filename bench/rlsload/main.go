@@ -12,7 +12,7 @@
 // envoyproxy/ratelimit's, in each round and its median.
 //
 //	go install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
-//	go run ./cmd/sluice-rls/internal/loadgen -envoy $(go env GOPATH)/bin/service_cmd
+//	go run ./bench/rlsload -envoy $(go env GOPATH)/bin/service_cmd
 //
 // The workload: 100,000 requests (-requests), each of client c_j for
 // j = i/50 (every client sends 50 requests, one after another), a client
@@ -22,6 +22,11 @@
 // is charged what was admitted. A service that charges a refused
 // request's other descriptors spends the tenant's quota on refused
 // requests and, once it is gone, refuses clients that are within theirs.
+//
+// Its test (go test ./bench/rlsload, in CI) runs the same workload, smaller,
+// against sluice-rls alone and checks what the table's last two columns
+// report: exactly the admissions exact limits allow, and the tenant charged
+// exactly those.
 package main
 
 import (
@@ -59,7 +64,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs := flag.NewFlagSet("rlsload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	envoyBin := fs.String("envoy", "", "envoyproxy/ratelimit's service_cmd binary (required)")
 	sluiceBin := fs.String("sluice", "", "a sluice-rls binary (default: built from this repository)")
@@ -74,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *target != "" {
 		r, err := load(*target, *descs, *streams, *requests, *requests*9/10)
 		if err != nil {
-			fmt.Fprintf(stderr, "loadgen: %v\n", err)
+			fmt.Fprintf(stderr, "rlsload: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "%d descriptors, %d streams: %.0f requests/s, p50 %s, p99 %s, admitted %d, tenant charged %d\n",
@@ -82,11 +87,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if *envoyBin == "" || *requests < perClient || *requests%perClient != 0 || *nRounds < 1 {
-		fmt.Fprintln(stderr, "loadgen: -envoy is required, -requests a multiple of 50 and -rounds at least 1")
+		fmt.Fprintln(stderr, "rlsload: -envoy is required, -requests a multiple of 50 and -rounds at least 1")
 		return 2
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "loadgen: %v\n", err)
+		fmt.Fprintf(stderr, "rlsload: %v\n", err)
 		return 1
 	}
 	work, err := os.MkdirTemp("", "rls-bench-")
@@ -95,28 +100,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer os.RemoveAll(work)
 	if *sluiceBin == "" {
-		*sluiceBin = filepath.Join(work, "sluice-rls")
-		out, err := exec.Command("go", "build", "-o", *sluiceBin, "github.com/sluice-go/sluice/cmd/sluice-rls").CombinedOutput()
-		if err != nil {
-			return fail(fmt.Errorf("building sluice-rls: %v\n%s", err, out))
+		if *sluiceBin, err = buildSluice(work); err != nil {
+			return fail(err)
 		}
 	}
 	// envoyproxy/ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config.
 	cfgDir := filepath.Join(work, "runtime", "ratelimit", "config")
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		return fail(err)
-	}
 	tenantLimit := *requests * 9 / 10
-	cfg := fmt.Sprintf(`domain: bench
-descriptors:
-  - key: client
-    rate_limit: {unit: hour, requests_per_unit: %d}
-  - key: route
-    rate_limit: {unit: hour, requests_per_unit: 1000000}
-  - key: tenant
-    rate_limit: {unit: hour, requests_per_unit: %d}
-`, clientLimit, tenantLimit)
-	if err := os.WriteFile(filepath.Join(cfgDir, "bench.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := writeConfig(cfgDir, tenantLimit); err != nil {
 		return fail(err)
 	}
 	redis, err := redisserver.New()
@@ -136,10 +127,7 @@ descriptors:
 				"LOG_LEVEL=error", "GRPC_PORT="+strconv.Itoa(g), "PORT="+strconv.Itoa(h), "DEBUG_PORT="+strconv.Itoa(d))
 			return cmd
 		}},
-		{"sluice-rls", func(g, h, _ int) *exec.Cmd {
-			return exec.Command(*sluiceBin, "-config", cfgDir, "-redis", "redis://"+redis.Addr, "-log-level", "error",
-				"-grpc", "127.0.0.1:"+strconv.Itoa(g), "-http", "127.0.0.1:"+strconv.Itoa(h))
-		}},
+		{"sluice-rls", func(g, h, _ int) *exec.Cmd { return sluiceCmd(*sluiceBin, cfgDir, redis.Addr, g, h) }},
 	}
 	// Both services run throughout; each cell is measured in rounds, the
 	// two services back to back in each round (in turn first), so a
@@ -158,20 +146,11 @@ descriptors:
 		}
 	}()
 	for _, svc := range services {
-		ports, err := freePorts(3)
+		cmd, target, logs, err := start(svc.name, svc.start)
 		if err != nil {
 			return fail(err)
 		}
-		cmd := svc.start(ports[0], ports[1], ports[2])
-		logs := new(bytes.Buffer)
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			return fail(fmt.Errorf("%s: %w", svc.name, err))
-		}
-		svcs = append(svcs, running{svc.name, cmd, "127.0.0.1:" + strconv.Itoa(ports[0]), logs})
-		if err := waitHealthy(ports[1]); err != nil {
-			return fail(fmt.Errorf("%s did not become healthy: %w\n%s", svc.name, err, logs.String()))
-		}
+		svcs = append(svcs, running{svc.name, cmd, target, logs})
 	}
 	fmt.Fprintf(stdout, "| descriptors | streams | service | requests/s | p50 | p99 | service CPU/request | Redis CPU/request | load generator CPU/request | admitted (exact: %d) | tenant charged (exact: admitted) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", *requests/perClient*clientLimit)
 	var ratios []string
@@ -356,6 +335,63 @@ func benchRequest(i, descs int) *rlsv3.RateLimitRequest {
 		req.Descriptors = append(req.Descriptors, entry("route", "/r"+strconv.Itoa(max(i, 0)%8)), entry("tenant", tenant))
 	}
 	return req
+}
+
+// buildSluice builds sluice-rls from this repository into dir.
+func buildSluice(dir string) (string, error) {
+	bin := filepath.Join(dir, "sluice-rls")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-go/sluice/cmd/sluice-rls").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building sluice-rls: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// writeConfig writes the workload's configuration into dir: a client
+// allowed clientLimit an hour, 8 routes, the tenant allowed tenantLimit.
+func writeConfig(dir string, tenantLimit int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`domain: bench
+descriptors:
+  - key: client
+    rate_limit: {unit: hour, requests_per_unit: %d}
+  - key: route
+    rate_limit: {unit: hour, requests_per_unit: 1000000}
+  - key: tenant
+    rate_limit: {unit: hour, requests_per_unit: %d}
+`, clientLimit, tenantLimit)
+	return os.WriteFile(filepath.Join(dir, "bench.yaml"), []byte(cfg), 0o644)
+}
+
+// sluiceCmd runs sluice-rls on the configuration in cfgDir and the
+// redis-server at redisAddr, serving gRPC and HTTP on loopback ports.
+func sluiceCmd(bin, cfgDir, redisAddr string, grpcPort, httpPort int) *exec.Cmd {
+	return exec.Command(bin, "-config", cfgDir, "-redis", "redis://"+redisAddr, "-log-level", "error",
+		"-grpc", "127.0.0.1:"+strconv.Itoa(grpcPort), "-http", "127.0.0.1:"+strconv.Itoa(httpPort))
+}
+
+// start starts a service on three free ports (gRPC, HTTP, debug) and waits
+// for its /healthcheck; it returns the process (to kill), its gRPC address
+// and what it logs. A service that does not become healthy is killed.
+func start(name string, cmdOn func(grpcPort, httpPort, debugPort int) *exec.Cmd) (*exec.Cmd, string, *bytes.Buffer, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cmd := cmdOn(ports[0], ports[1], ports[2])
+	logs := new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return nil, "", nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := waitHealthy(ports[1]); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // then nothing writes logs any more
+		return nil, "", nil, fmt.Errorf("%s did not become healthy: %w\n%s", name, err, logs.String())
+	}
+	return cmd, "127.0.0.1:" + strconv.Itoa(ports[0]), logs, nil
 }
 
 func waitHealthy(port int) error {
