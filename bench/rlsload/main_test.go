@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice/internal/redisserver"
 )
@@ -42,13 +43,19 @@ func TestWorkloadExact(t *testing.T) {
 	t.Cleanup(stop)
 	want := requests / perClient * clientLimit
 	for _, descs := range []int{1, 3} {
-		if _, err := s.Command("FLUSHALL"); err != nil {
-			t.Fatal(err)
-		}
-		r, err := load(target, descs, 16, requests, tenantLimit)
-		if err != nil {
-			stop()
-			t.Fatalf("%d descriptors: %v\nsluice-rls said: %s", descs, err, logs)
+		var r result
+		// The limits are per hour, aligned to the hour: a run across the
+		// top of an hour starts every count again midway, so it runs again.
+		for ran := false; !ran; {
+			if _, err := s.Command("FLUSHALL"); err != nil {
+				t.Fatal(err)
+			}
+			hour := time.Now().Truncate(time.Hour)
+			if r, err = load(target, descs, 16, requests, tenantLimit); err != nil {
+				stop()
+				t.Fatalf("%d descriptors: %v\nsluice-rls said: %s", descs, err, logs)
+			}
+			ran = time.Now().Truncate(time.Hour).Equal(hour)
 		}
 		if r.admitted != want || r.admitted+r.refused != requests {
 			t.Errorf("%d descriptors: %d admitted, %d refused; want %d admitted of %d", descs, r.admitted, r.refused, want, requests)
