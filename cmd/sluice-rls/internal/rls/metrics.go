@@ -28,16 +28,30 @@ const (
 	MetricConfigErrors   = "ratelimit_service_config_load_error"
 )
 
-// maxSeries bounds the attribute sets kept ready; past it a rule's
-// statistics are still recorded, their attributes built per request.
+// maxSeries bounds the (domain, descriptor) series kept; past it a
+// rule's statistics are counted in one series whose attribute
+// otel.metric.overflow is true, as the OpenTelemetry SDK itself does past
+// its cardinality limit.
 const maxSeries = 10_000
 
-type metrics struct {
-	total, over, near, within, shadow, notFound, global, errs metric.Int64Counter
-	redisErr, serviceErr                                      metric.MeasurementOption
+// series is one (domain, descriptor) pair's statistics, counted with
+// atomic adds and read when the metrics are collected: a request pays no
+// attribute lookup per statistic.
+type series struct {
+	attrs                                       attribute.Set
+	rule                                        bool // a rule's, not the domain's: total_hits is reported from the start
+	total, over, near, within, shadow, notFound atomic.Int64
+}
 
-	sets  sync.Map // domain + "\x00" + stats key → metric.MeasurementOption
-	count atomic.Int64
+type seriesKey struct{ domain, key string }
+
+type metrics struct {
+	global, errs         metric.Int64Counter
+	redisErr, serviceErr metric.MeasurementOption
+
+	series   sync.Map // seriesKey → *series
+	count    atomic.Int64
+	overflow series
 }
 
 // newMetrics makes the counters on mp; nil when mp is nil.
@@ -46,24 +60,58 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		return nil, nil
 	}
 	m := &metrics{}
+	m.overflow.attrs = attribute.NewSet(attribute.Bool("otel.metric.overflow", true))
 	meter := mp.Meter("github.com/sluice-go/sluice/cmd/sluice-rls")
 	var err error
 	for _, c := range []struct {
 		dst        *metric.Int64Counter
 		name, desc string
 	}{
-		{&m.total, MetricTotalHits, "Hits (hits_addend) on a rule's limit, envoyproxy/ratelimit's total_hits."},
-		{&m.over, MetricOverLimit, "Hits refused by a rule's limit (shadow ones too): over_limit."},
-		{&m.near, MetricNearLimit, "Hits past the near-limit share of a rule's limit: near_limit."},
-		{&m.within, MetricWithinLimit, "Hits within a rule's limit: within_limit."},
-		{&m.shadow, MetricShadowMode, "Hits a shadow_mode rule would have refused: shadow_mode."},
-		{&m.notFound, MetricDomainNotFound, "Requests of a domain no configuration file has: domain_not_found."},
 		{&m.global, MetricGlobalShadow, "Requests over a limit answered OK by the global shadow mode."},
 		{&m.errs, MetricErrors, "Requests answered with an error, by err_type: redis_error (the decision failed) or service_error (the request was refused)."},
 	} {
 		if *c.dst, err = meter.Int64Counter(c.name, metric.WithDescription(c.desc), metric.WithUnit("{hit}")); err != nil {
 			return nil, err
 		}
+	}
+	perSeries := []struct {
+		name, desc string
+		of         func(*series) *atomic.Int64
+	}{
+		{MetricTotalHits, "Hits (hits_addend) on a rule's limit, envoyproxy/ratelimit's total_hits.", func(s *series) *atomic.Int64 { return &s.total }},
+		{MetricOverLimit, "Hits refused by a rule's limit (shadow ones too): over_limit.", func(s *series) *atomic.Int64 { return &s.over }},
+		{MetricNearLimit, "Hits past the near-limit share of a rule's limit: near_limit.", func(s *series) *atomic.Int64 { return &s.near }},
+		{MetricWithinLimit, "Hits within a rule's limit: within_limit.", func(s *series) *atomic.Int64 { return &s.within }},
+		{MetricShadowMode, "Hits a shadow_mode rule would have refused: shadow_mode.", func(s *series) *atomic.Int64 { return &s.shadow }},
+		{MetricDomainNotFound, "Requests of a domain no configuration file has: domain_not_found.", func(s *series) *atomic.Int64 { return &s.notFound }},
+	}
+	insts := make([]metric.Observable, len(perSeries))
+	counters := make([]metric.Int64ObservableCounter, len(perSeries))
+	for i, c := range perSeries {
+		if counters[i], err = meter.Int64ObservableCounter(c.name, metric.WithDescription(c.desc), metric.WithUnit("{hit}")); err != nil {
+			return nil, err
+		}
+		insts[i] = counters[i]
+	}
+	// A series is reported in a statistic from its first count on, as a
+	// counter added to is (a rule's total_hits from its first request,
+	// which may have cost 0).
+	observe := func(o metric.Observer, s *series) {
+		for i, c := range perSeries {
+			if v := c.of(s).Load(); v != 0 || i == 0 && s.rule {
+				o.ObserveInt64(counters[i], v, metric.WithAttributeSet(s.attrs))
+			}
+		}
+	}
+	if _, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		m.series.Range(func(_, v any) bool {
+			observe(o, v.(*series))
+			return true
+		})
+		observe(o, &m.overflow)
+		return nil
+	}, insts...); err != nil {
+		return nil, err
 	}
 	m.redisErr = metric.WithAttributeSet(attribute.NewSet(attribute.String("err_type", "redis_error")))
 	m.serviceErr = metric.WithAttributeSet(attribute.NewSet(attribute.String("err_type", "service_error")))
@@ -92,19 +140,22 @@ func ConfigLoads(mp metric.MeterProvider, counts func() (ok, failed int64)) erro
 	return err
 }
 
-func (m *metrics) attrs(domain, key string) metric.MeasurementOption {
-	id := domain + "\x00" + key
-	if v, ok := m.sets.Load(id); ok {
-		return v.(metric.MeasurementOption)
+// seriesOf is the series of a domain's statistics key ("" for the
+// domain itself).
+func (m *metrics) seriesOf(domain, key string) *series {
+	k := seriesKey{domain, key}
+	if v, ok := m.series.Load(k); ok {
+		return v.(*series)
 	}
-	desc := strings.TrimPrefix(key, domain+".")
-	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("domain", domain), attribute.String("descriptor", desc)))
-	if m.count.Load() < maxSeries {
-		if _, loaded := m.sets.LoadOrStore(id, opt); !loaded {
-			m.count.Add(1)
-		}
+	if m.count.Load() >= maxSeries {
+		return &m.overflow
 	}
-	return opt
+	s := &series{rule: key != "", attrs: attribute.NewSet(attribute.String("domain", domain), attribute.String("descriptor", strings.TrimPrefix(key, domain+".")))}
+	if v, loaded := m.series.LoadOrStore(k, s); loaded {
+		return v.(*series)
+	}
+	m.count.Add(1)
+	return s
 }
 
 func (m *metrics) serviceError(ctx context.Context) {
@@ -125,11 +176,11 @@ func (m *metrics) globalShadow(ctx context.Context) {
 	}
 }
 
-func (m *metrics) domainNotFound(ctx context.Context, domain string) {
+func (m *metrics) domainNotFound(domain string) {
 	if m == nil {
 		return
 	}
-	m.notFound.Add(ctx, 1, m.attrs(domain, ""))
+	m.seriesOf(domain, "").notFound.Add(1)
 }
 
 // record counts one descriptor's hits as envoyproxy/ratelimit does: all
@@ -138,13 +189,13 @@ func (m *metrics) domainNotFound(ctx context.Context, domain string) {
 // shadow rule would have refused. The count before and after the hits is
 // what the decision reports: sluice charges nothing for a refused
 // request, so its hits are counted as they would have fallen.
-func (m *metrics) record(ctx context.Context, domain string, it *item, charged bool, ratio float64) {
+func (m *metrics) record(domain string, it *item, charged bool, ratio float64) {
 	if m == nil {
 		return
 	}
-	opt := m.attrs(domain, it.statsKey)
+	s := m.seriesOf(domain, it.statsKey)
 	hits := int64(min(it.hits, math.MaxInt64>>1))
-	m.total.Add(ctx, hits, opt)
+	s.total.Add(hits)
 	if it.kind == kindUnasked {
 		return
 	}
@@ -166,20 +217,20 @@ func (m *metrics) record(ctx context.Context, domain string, it *item, charged b
 	near := int64(math.Floor(float64(capacity) * ratio))
 	if it.over {
 		if before >= capacity {
-			m.over.Add(ctx, hits, opt)
+			s.over.Add(hits)
 		} else {
-			m.over.Add(ctx, after-capacity, opt)
+			s.over.Add(after - capacity)
 			if d := capacity - max(near, before); d > 0 {
-				m.near.Add(ctx, d, opt)
+				s.near.Add(d)
 			}
 		}
 		if it.rule != nil && it.rule.Shadow {
-			m.shadow.Add(ctx, min(hits, after-capacity), opt)
+			s.shadow.Add(min(hits, after-capacity))
 		}
 		return
 	}
-	m.within.Add(ctx, hits, opt)
+	s.within.Add(hits)
 	if after > near {
-		m.near.Add(ctx, min(hits, after-near), opt)
+		s.near.Add(min(hits, after-near))
 	}
 }

@@ -313,7 +313,7 @@ func (s *Service) match(ctx context.Context, st *state, w *work, domain string, 
 	cfg := st.cfg
 	known := cfg.HasDomain(domain)
 	if !known {
-		s.met.domainNotFound(ctx, domain)
+		s.met.domainNotFound(domain)
 	}
 	descs := req.GetDescriptors()
 	for i, d := range descs {
@@ -580,7 +580,7 @@ func (s *Service) respond(ctx context.Context, st *state, w *work, domain string
 			over = true
 		}
 		charged := w.dec.Allowed && it.kind == kindChecked && it.res.Allowed && w.checks[it.check].Cost > 0
-		s.met.record(ctx, domain, it, charged, s.o.NearLimitRatio)
+		s.met.record(domain, it, charged, s.o.NearLimitRatio)
 	}
 	if over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
