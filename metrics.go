@@ -80,7 +80,6 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // metrics holds the instruments; a nil *metrics records nothing.
 type metrics struct {
-	decisions metric.Int64Counter
 	duration  metric.Float64Histogram
 	failures  metric.Int64Counter
 	breaker   metric.Int64Counter
@@ -89,16 +88,17 @@ type metrics struct {
 	late      metric.Int64Counter
 	retries   metric.Int64Counter
 
-	mu     sync.RWMutex
-	sets   map[setKey]*limitSets
+	sets   sync.Map // setKey → *limitSets
 	states sync.Map // node address → *atomic.Int32, the MetricBreakerState value
 }
 
 // limitSets are one limit's attribute sets, built once: decisions record
-// with a precomputed option, not a slice of attributes per call.
+// with a precomputed option, not a slice of attributes per call, and are
+// counted with an atomic add, read when the metrics are collected.
 type limitSets struct {
-	decision [2][2][]metric.AddOption // [allowed][degraded]
-	duration [2][]metric.RecordOption // [degraded]
+	decided  [2][2]atomic.Int64         // [allowed][degraded]: MetricDecisions
+	decision [2][2]metric.ObserveOption // [allowed][degraded]
+	duration [2][]metric.RecordOption   // [degraded]
 	failure  map[string][]metric.AddOption
 	limit    []metric.AddOption // the limit's name and algorithm only
 }
@@ -114,11 +114,8 @@ type setKey struct{ alg, name string }
 
 func (m *metrics) setsOf(lim Limit) *limitSets {
 	k := setKey{string(lim.Algorithm), lim.Name}
-	m.mu.RLock()
-	s := m.sets[k]
-	m.mu.RUnlock()
-	if s != nil {
-		return s
+	if s, ok := m.sets.Load(k); ok {
+		return s.(*limitSets)
 	}
 	base := []attribute.KeyValue{
 		attribute.String("sluice.limit", lim.Name),
@@ -128,10 +125,10 @@ func (m *metrics) setsOf(lim Limit) *limitSets {
 		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), extra...)...))
 	}
 	add := func(extra ...attribute.KeyValue) []metric.AddOption { return []metric.AddOption{with(extra...)} }
-	s = &limitSets{failure: map[string][]metric.AddOption{}, limit: add()}
+	s := &limitSets{failure: map[string][]metric.AddOption{}, limit: add()}
 	for _, allowed := range []bool{false, true} {
 		for _, degraded := range []bool{false, true} {
-			s.decision[b2i(allowed)][b2i(degraded)] = add(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
+			s.decision[b2i(allowed)][b2i(degraded)] = with(attribute.Bool("sluice.allowed", allowed), attribute.Bool("sluice.degraded", degraded))
 		}
 	}
 	for _, degraded := range []bool{false, true} {
@@ -140,13 +137,8 @@ func (m *metrics) setsOf(lim Limit) *limitSets {
 	for _, kind := range []string{"timeout", "breaker_open", "error"} {
 		s.failure[kind] = add(attribute.String("sluice.failure", kind))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old := m.sets[k]; old != nil {
-		return old
-	}
-	m.sets[k] = s
-	return s
+	old, _ := m.sets.LoadOrStore(k, s)
+	return old.(*limitSets)
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -154,10 +146,26 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		return nil, nil
 	}
 	meter := mp.Meter("github.com/sluice-go/sluice")
-	m := &metrics{sets: map[setKey]*limitSets{}}
+	m := &metrics{}
 	var err error
-	if m.decisions, err = meter.Int64Counter(MetricDecisions,
-		metric.WithDescription("Rate-limit decisions."), metric.WithUnit("{decision}")); err != nil {
+	// A limit's decisions are reported from the first on, as a counter
+	// added to is.
+	if _, err = meter.Int64ObservableCounter(MetricDecisions,
+		metric.WithDescription("Rate-limit decisions."), metric.WithUnit("{decision}"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			m.sets.Range(func(_, v any) bool {
+				s := v.(*limitSets)
+				for a := range s.decided {
+					for d := range s.decided[a] {
+						if n := s.decided[a][d].Load(); n != 0 {
+							o.Observe(n, s.decision[a][d])
+						}
+					}
+				}
+				return true
+			})
+			return nil
+		})); err != nil {
 		return nil, fmt.Errorf("sluice: metric %s: %w", MetricDecisions, err)
 	}
 	if m.duration, err = meter.Float64Histogram(MetricDuration,
@@ -210,7 +218,7 @@ func (m *metrics) decision(ctx context.Context, res Result, start time.Time) {
 	}
 	s := m.setsOf(res.Limit)
 	m.duration.Record(ctx, time.Since(start).Seconds(), s.duration[b2i(res.Degraded)]...)
-	m.decisions.Add(ctx, 1, s.decision[b2i(res.Allowed)][b2i(res.Degraded)]...)
+	s.decided[b2i(res.Allowed)][b2i(res.Degraded)].Add(1)
 }
 
 // failure records a decision Redis could not make.

@@ -15,12 +15,19 @@ import (
 )
 
 // recorder is a MeterProvider that keeps every counter add and histogram
-// record as "name{attributes}" → sum / count.
+// record as "name{attributes}" → sum / count, and the values of
+// observable counters as of the last get.
 type recorder struct {
 	noop.MeterProvider
-	mu     sync.Mutex
-	sums   map[string]int64
-	counts map[string]int
+	mu       sync.Mutex
+	sums     map[string]int64
+	counts   map[string]int
+	counters []observedCounter
+}
+
+type observedCounter struct {
+	name      string
+	callbacks []metric.Int64Callback
 }
 
 func newRecorder() *recorder {
@@ -39,10 +46,36 @@ func (r *recorder) key(name string, opts []metric.AddOption) string {
 	return name + "{" + strings.Join(parts, ",") + "}"
 }
 
+// get collects the observable counters, then returns k's value.
 func (r *recorder) get(k string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, c := range r.counters {
+		for _, cb := range c.callbacks {
+			if err := cb(context.Background(), recObserver{r: r, name: c.name}); err != nil {
+				panic(err)
+			}
+		}
+	}
 	return r.sums[k]
+}
+
+// recObserver sets what an observable counter's callback observes (its
+// value so far) under r.mu, held by get.
+type recObserver struct {
+	metric.Int64Observer
+	r    *recorder
+	name string
+}
+
+func (o recObserver) Observe(v int64, opts ...metric.ObserveOption) {
+	add := make([]metric.AddOption, 0, len(opts))
+	for _, opt := range opts {
+		if a, ok := opt.(metric.AddOption); ok {
+			add = append(add, a)
+		}
+	}
+	o.r.sums[o.r.key(o.name, add)] = v
 }
 
 type recMeter struct {
@@ -52,6 +85,13 @@ type recMeter struct {
 
 func (m recMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
 	return recCounter{r: m.r, name: name}, nil
+}
+
+func (m recMeter) Int64ObservableCounter(name string, opts ...metric.Int64ObservableCounterOption) (metric.Int64ObservableCounter, error) {
+	m.r.mu.Lock()
+	m.r.counters = append(m.r.counters, observedCounter{name, metric.NewInt64ObservableCounterConfig(opts...).Callbacks()})
+	m.r.mu.Unlock()
+	return noop.Int64ObservableCounter{}, nil
 }
 
 func (m recMeter) Float64Histogram(name string, _ ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
