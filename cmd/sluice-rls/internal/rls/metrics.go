@@ -77,13 +77,14 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	perSeries := []struct {
 		name, desc string
 		of         func(*series) *atomic.Int64
+		fromStart  bool // reported for a rule's series from its first request, even at 0
 	}{
-		{MetricTotalHits, "Hits (hits_addend) on a rule's limit, envoyproxy/ratelimit's total_hits.", func(s *series) *atomic.Int64 { return &s.total }},
-		{MetricOverLimit, "Hits refused by a rule's limit (shadow ones too): over_limit.", func(s *series) *atomic.Int64 { return &s.over }},
-		{MetricNearLimit, "Hits past the near-limit share of a rule's limit: near_limit.", func(s *series) *atomic.Int64 { return &s.near }},
-		{MetricWithinLimit, "Hits within a rule's limit: within_limit.", func(s *series) *atomic.Int64 { return &s.within }},
-		{MetricShadowMode, "Hits a shadow_mode rule would have refused: shadow_mode.", func(s *series) *atomic.Int64 { return &s.shadow }},
-		{MetricDomainNotFound, "Requests of a domain no configuration file has: domain_not_found.", func(s *series) *atomic.Int64 { return &s.notFound }},
+		{MetricTotalHits, "Hits (hits_addend) on a rule's limit, envoyproxy/ratelimit's total_hits.", func(s *series) *atomic.Int64 { return &s.total }, true},
+		{MetricOverLimit, "Hits refused by a rule's limit (shadow ones too): over_limit.", func(s *series) *atomic.Int64 { return &s.over }, false},
+		{MetricNearLimit, "Hits past the near-limit share of a rule's limit: near_limit.", func(s *series) *atomic.Int64 { return &s.near }, false},
+		{MetricWithinLimit, "Hits within a rule's limit: within_limit.", func(s *series) *atomic.Int64 { return &s.within }, false},
+		{MetricShadowMode, "Hits a shadow_mode rule would have refused: shadow_mode.", func(s *series) *atomic.Int64 { return &s.shadow }, false},
+		{MetricDomainNotFound, "Requests of a domain no configuration file has: domain_not_found.", func(s *series) *atomic.Int64 { return &s.notFound }, false},
 	}
 	insts := make([]metric.Observable, len(perSeries))
 	counters := make([]metric.Int64ObservableCounter, len(perSeries))
@@ -98,7 +99,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	// which may have cost 0).
 	observe := func(o metric.Observer, s *series) {
 		for i, c := range perSeries {
-			if v := c.of(s).Load(); v != 0 || i == 0 && s.rule {
+			if v := c.of(s).Load(); v != 0 || c.fromStart && s.rule {
 				o.ObserveInt64(counters[i], v, metric.WithAttributeSet(s.attrs))
 			}
 		}
