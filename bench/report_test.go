@@ -24,7 +24,7 @@ import (
 
 var (
 	reportFlag = flag.Bool("report", false, "TestReport: run the full side-by-side comparison and rewrite docs/benchmarks.md and its plot (about 7 minutes)")
-	roundsFlag = flag.Int("rounds", 3, "TestReport, TestGrowth: interleaved rounds")
+	roundsFlag = flag.Int("rounds", 3, "TestReport, TestGrowth, BenchmarkHandOff: interleaved rounds")
 	sampleFlag = flag.Duration("sample", time.Second, "TestReport: measured time of one cell in one round")
 	warmFlag   = flag.Duration("warm", 250*time.Millisecond, "TestReport: unmeasured warm-up before each cell")
 	docsFlag   = flag.String("docs", "../docs", "where -report and -growth write benchmarks.md and img/")
