@@ -124,7 +124,7 @@ func parseBenchmarkCSV(out []byte) (rps float64, p50, p99 time.Duration, err err
 // scripts/gcra.lua (EVAL on NOSCRIPT) on the key and with the arguments
 // Allow sends for lim, on the same client, and nothing else (no breaker,
 // no failure policy, no metrics). Allow ÷ this is the Limiter's own cost.
-func evalshaGCRA(c rueidis.Client, l *sluice.Limiter, lim sluice.Limit) decide {
+func evalshaGCRA(c rueidis.CoreClient, l *sluice.Limiter, lim sluice.Limit) decide {
 	per := strconv.FormatInt(lim.Period.Microseconds(), 10)
 	args := []string{strconv.FormatInt(lim.Rate, 10), per, strconv.FormatInt(lim.Burst, 10), "1", "", ""}
 	return func(ctx context.Context, id string) (bool, error) {

@@ -3,15 +3,12 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/runtime/luart"
-	"github.com/sluice-go/sluice/scripts"
 )
 
 // BenchmarkHandOff measures, one caller at a time (G=1), what a decision
@@ -41,8 +38,6 @@ func BenchmarkHandOff(b *testing.B) {
 	// A limit no run reaches: every decision is an admission that Redis
 	// makes (a denial could come from the Limiter's denial cache).
 	lim := sluice.Must(sluice.GCRA(1_000_000_000, time.Second, 1_000_000_000))
-	per := strconv.FormatInt(lim.Period.Microseconds(), 10)
-	args := []string{strconv.FormatInt(lim.Rate, 10), per, strconv.FormatInt(lim.Burst, 10), "1", "", ""}
 	rounds := *roundsFlag
 	for r := range rounds {
 		for _, cl := range []struct {
@@ -51,47 +46,28 @@ func BenchmarkHandOff(b *testing.B) {
 			l    *sluice.Limiter
 		}{{"defaults", e.rueidis, e.sluice}, {"client_option", e.rueidisD, e.sluiceD}} {
 			id := fmt.Sprintf("handoff-%s-%d", cl.name, r)
-			key := cl.l.Key(id, lim)
-			bare := func(c rueidis.CoreClient) func(ctx context.Context) error {
-				return func(ctx context.Context) error {
-					res := c.Do(ctx, c.B().Evalsha().Sha1(scripts.GCRA.SHA1).Numkeys(1).Key(key).Arg(args...).Build())
-					if luart.IsNoScript(res) {
-						res = c.Do(ctx, c.B().Eval().Script(scripts.GCRA.Source).Numkeys(1).Key(key).Arg(args...).Build())
-					}
-					v, err := res.AsIntSlice()
-					if err == nil && (len(v) != 4 || v[0] != 1) {
-						err = fmt.Errorf("gcra replied %v, want an admission", v)
-					}
-					return err
-				}
-			}
 			dedicated, release := cl.c.Dedicate()
+			onDedicated := evalshaGCRA(dedicated, cl.l, lim)
 			for _, k := range []struct {
 				name string
-				fn   func(ctx context.Context) error
+				fn   decide
 			}{
-				{"allow", func(ctx context.Context) error {
-					r, err := cl.l.Allow(ctx, id, lim)
-					if err == nil && !r.Allowed {
-						err = fmt.Errorf("denied: %+v", r)
-					}
-					return err
-				}},
-				{"bare", bare(cl.c)},
-				{"bare_dedicated", func(ctx context.Context) error {
+				{"allow", sluiceOne(cl.l, lim)},
+				{"bare", evalshaGCRA(cl.c, cl.l, lim)},
+				{"bare_dedicated", func(ctx context.Context, id string) (bool, error) {
 					// A deadline, as the Limiter's own calls carry: the
 					// dedicated connection then stays on the synchronous path.
 					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					defer cancel()
-					return bare(dedicated)(ctx)
+					return onDedicated(ctx, id)
 				}},
 			} {
 				b.Run(cl.name+"/"+k.name, func(b *testing.B) {
 					ctx := context.Background()
 					cpu := selfCPU()
 					for b.Loop() {
-						if err := k.fn(ctx); err != nil {
-							b.Fatal(err)
+						if ok, err := k.fn(ctx, id); err != nil || !ok {
+							b.Fatalf("allowed %v, error %v: want every decision an admission", ok, err)
 						}
 					}
 					b.ReportMetric(float64(selfCPU()-cpu)/float64(b.N)/1e3, "client-µs/op")
