@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // costs through the Limiter and through a bare EVALSHA of the same script
 // with the same key and arguments, on each of the report's two rueidis
 // clients (rueidis defaults and sluice.ClientOption), in interleaved
-// rounds (-count is not needed: the rounds are the sub-benchmarks #01,
-// #02, ...):
+// rounds, the three in reverse order every other round (-count is not
+// needed: the rounds are the sub-benchmarks #01, #02, ...):
 //
 //   - allow: Limiter.Allow. The caller hands its call to a sender
 //     goroutine, which makes the blocking rueidis call and hands the reply
@@ -48,7 +49,7 @@ func BenchmarkHandOff(b *testing.B) {
 			id := fmt.Sprintf("handoff-%s-%d", cl.name, r)
 			dedicated, release := cl.c.Dedicate()
 			onDedicated := evalshaGCRA(dedicated, cl.l, lim)
-			for _, k := range []struct {
+			cells := []struct {
 				name string
 				fn   decide
 			}{
@@ -61,7 +62,11 @@ func BenchmarkHandOff(b *testing.B) {
 					defer cancel()
 					return onDedicated(ctx, id)
 				}},
-			} {
+			}
+			if r%2 == 1 {
+				slices.Reverse(cells) // no contender always runs first
+			}
+			for _, k := range cells {
 				b.Run(cl.name+"/"+k.name, func(b *testing.B) {
 					ctx := context.Background()
 					cpu := selfCPU()
